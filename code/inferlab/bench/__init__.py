@@ -1,0 +1,140 @@
+"""One timing harness and one result-file format for every measured number on the site.
+
+A result file is JSON under ``docs/results/``: the measured ``values`` plus the provenance a reader
+needs to trust or reproduce them (command, device, library versions, date). Pages never contain a
+typed-in measurement: they include a result file (see ``docs/hooks.py``) and show its provenance.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+RESULTS_ENV = "INFERLAB_RESULTS"
+
+
+def repo_root() -> Path | None:
+    """Return the checkout that holds ``mkdocs.yml`` (searching up from cwd, then the package)."""
+    for start in (Path.cwd(), Path(__file__).resolve()):
+        for folder in (start, *start.parents):
+            if (folder / "mkdocs.yml").is_file() and (folder / "docs").is_dir():
+                return folder
+    return None
+
+
+def results_dir() -> Path:
+    """Return the folder result files go to: $INFERLAB_RESULTS, else <repo>/docs/results, else ./results."""
+    if os.environ.get(RESULTS_ENV):
+        return Path(os.environ[RESULTS_ENV])
+    root = repo_root()
+    return root / "docs" / "results" if root else Path.cwd() / "results"
+
+
+def device_description() -> str:
+    """Return a short human description of the machine the numbers were measured on."""
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return f"GPU: {torch.cuda.get_device_name(0)}"
+        threads = torch.get_num_threads()
+    except ImportError:  # pragma: no cover - torch is a dependency
+        threads = None
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"CPU: {cpu}, {os.cpu_count()} cores, torch threads={threads}"
+
+
+def library_versions() -> dict[str, str]:
+    """Return the versions of the libraries that shape the numbers."""
+    versions = {"python": platform.python_version()}
+    for name in ("torch", "transformers", "tokenizers", "triton", "numpy", "vllm"):
+        module = sys.modules.get(name)
+        if module is None:
+            try:
+                module = __import__(name)
+            except Exception:  # noqa: BLE001 - an optional library that is absent or broken
+                continue
+        versions[name] = getattr(module, "__version__", "unknown")
+    from inferlab import __version__
+
+    versions["inferlab"] = __version__
+    return versions
+
+
+def provenance(command: str | None = None) -> dict[str, Any]:
+    """Return the provenance block stored with every result: command, device, versions, date."""
+    return {
+        "command": command or " ".join(["python", *sys.argv]),
+        "device": device_description(),
+        "versions": library_versions(),
+        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+
+
+def write_result(name: str, values: dict[str, Any], command: str | None = None) -> Path:
+    """Write ``values`` with provenance to ``<results_dir>/<name>.json`` and return the path."""
+    if not name or "/" in name or name.startswith("."):
+        raise ValueError(f"name must be a plain file stem like 'kv_naive_vs_cached', got {name!r}")
+    path = results_dir() / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = {"name": name, "provenance": provenance(command), "values": values}
+    path.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path
+
+
+def read_result(name: str) -> dict[str, Any]:
+    """Return the stored record (``name``, ``provenance``, ``values``) of a result file."""
+    path = results_dir() / f"{name}.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"no result file {path}; run the benchmark that writes it first")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def time_call(fn: Callable[[], Any], repeat: int = 5, warmup: int = 1) -> dict[str, float]:
+    """Time ``fn`` ``repeat`` times after ``warmup`` calls; return median/min/max seconds."""
+    if repeat < 1 or warmup < 0:
+        raise ValueError(f"repeat must be >= 1 and warmup >= 0, got repeat={repeat}, warmup={warmup}")
+    for _ in range(warmup):
+        fn()
+    seconds = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        seconds.append(time.perf_counter() - start)
+    return {"median_s": statistics.median(seconds), "min_s": min(seconds), "max_s": max(seconds)}
+
+
+def time_interleaved(
+    fns: dict[str, Callable[[], Any]], repeat: int = 5, warmup: int = 1
+) -> dict[str, dict[str, float]]:
+    """Time several callables round-robin so that machine noise hits them all alike."""
+    if repeat < 1 or warmup < 0:
+        raise ValueError(f"repeat must be >= 1 and warmup >= 0, got repeat={repeat}, warmup={warmup}")
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    seconds: dict[str, list[float]] = {key: [] for key in fns}
+    for _ in range(repeat):
+        for key, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            seconds[key].append(time.perf_counter() - start)
+    return {
+        key: {"median_s": statistics.median(s), "min_s": min(s), "max_s": max(s)}
+        for key, s in seconds.items()
+    }
