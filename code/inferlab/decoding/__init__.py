@@ -1,0 +1,28 @@
+"""Decoding: table and k-th order models, greedy, beam search, MAP (brute force and dynamic
+programming), temperature / top-k / top-p sampling, perplexity.
+
+Every decoder takes the package's logits-function protocol (``inferlab.models.as_logits_fn``), so
+the small tables of the guides and the bundled transformer run through the same code.
+"""
+
+from inferlab.decoding.sampling import (
+    ancestral_sample,
+    apply_temperature,
+    distinct_n,
+    filter_logits,
+    filtered_probs,
+    sample_next,
+    top_k_filter,
+    top_p_filter,
+)
+
+__all__ = [
+    "ancestral_sample",
+    "apply_temperature",
+    "distinct_n",
+    "filter_logits",
+    "filtered_probs",
+    "sample_next",
+    "top_k_filter",
+    "top_p_filter",
+]

@@ -1,0 +1,158 @@
+"""Sampling filters and samplers, checked against transformers' own warpers and exact probabilities."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.stats import chisquare
+from transformers.generation.logits_process import (
+    TemperatureLogitsWarper,
+    TopKLogitsWarper,
+    TopPLogitsWarper,
+)
+
+from inferlab.decoding import ancestral_sample, distinct_n, filter_logits, sample_next
+
+
+def hf_filter(logits, temperature=1.0, top_k=None, top_p=None):
+    """The reference: transformers' warpers, in the order generate() applies them."""
+    ids = torch.zeros((logits.shape[0], 1), dtype=torch.long)
+    if temperature != 1.0:
+        logits = TemperatureLogitsWarper(float(temperature))(ids, logits)
+    if top_k is not None:
+        logits = TopKLogitsWarper(top_k)(ids, logits)
+    if top_p is not None and top_p < 1.0:
+        logits = TopPLogitsWarper(top_p)(ids, logits)
+    return logits
+
+
+def awkward_logits(seed: int, batch: int = 4, vocab: int = 50) -> torch.Tensor:
+    """Random logits with deliberate ties (rounded values) and some -inf entries."""
+    generator = torch.Generator().manual_seed(seed)
+    logits = torch.randn(batch, vocab, generator=generator) * 3
+    logits[:, : vocab // 2] = logits[:, : vocab // 2].round()  # ties
+    mask = torch.rand(batch, vocab, generator=generator) < 0.2
+    return logits.masked_fill(mask, float("-inf"))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    temperature=st.sampled_from([1.0, 0.3, 0.7, 1.5, 4.0]),
+    top_k=st.one_of(st.none(), st.integers(1, 60)),
+    top_p=st.one_of(st.none(), st.floats(0.01, 1.0)),
+)
+def test_filter_logits_equals_transformers_warpers(seed, temperature, top_k, top_p):
+    logits = awkward_logits(seed)
+    ours = filter_logits(logits, temperature=temperature, top_k=top_k, top_p=top_p)
+    reference = hf_filter(logits, temperature, top_k, top_p)
+    assert torch.equal(ours, reference)
+
+
+def test_top_k_keeps_ties_with_the_kth_token():
+    logits = torch.tensor([[3.0, 1.0, 2.0, 2.0, 0.0]])
+    kept = torch.isfinite(filter_logits(logits, top_k=2))
+    # The 2nd largest value 2.0 appears twice: both copies stay, so three tokens survive.
+    assert kept.tolist() == [[True, False, True, True, False]]
+
+
+def test_top_p_keeps_smallest_set_reaching_p():
+    probs = torch.tensor([[0.5, 0.3, 0.15, 0.05]])
+    kept = torch.isfinite(filter_logits(probs.log(), top_p=0.75))
+    assert kept.tolist() == [[True, True, False, False]]  # 0.5 + 0.3 = 0.8 is the first to reach 0.75
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"temperature": 0.0}, "temperature must be > 0"),
+        ({"temperature": -1.0}, "temperature must be > 0"),
+        ({"top_k": 0}, "top_k must be an integer >= 1"),
+        ({"top_p": 0.0}, r"top_p must be in \(0, 1\]"),
+        ({"top_p": 1.5}, r"top_p must be in \(0, 1\]"),
+    ],
+)
+def test_bad_filter_arguments_are_refused(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        filter_logits(torch.zeros(1, 4), **kwargs)
+
+
+def test_top_k_must_be_an_integer():
+    with pytest.raises(TypeError, match="top_k must be an integer"):
+        filter_logits(torch.zeros(1, 4), top_k=2.5)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{}, {"temperature": 0.5}, {"top_k": 3}, {"top_p": 0.8}, {"temperature": 2.0, "top_k": 4, "top_p": 0.9}],
+)
+def test_sampler_matches_exact_filtered_distribution(kwargs):
+    # Exact reference: softmax of transformers' filtered logits. 50k draws; reject at p < 1e-3.
+    logits = torch.tensor([[2.0, 1.5, 1.5, 0.5, 0.0, -1.0, float("-inf"), -2.0]])
+    exact = hf_filter(logits, kwargs.get("temperature", 1.0), kwargs.get("top_k"), kwargs.get("top_p"))
+    exact = exact.softmax(-1)[0].double()
+    generator = torch.Generator().manual_seed(1234)
+    draws = sample_next(logits.expand(50_000, -1), generator=generator, **kwargs)
+    counts = torch.bincount(draws, minlength=logits.shape[-1]).double()
+    support = exact > 0
+    assert counts[~support].sum() == 0, "sampled a token the filter rules out"
+    expected = exact[support] / exact[support].sum() * counts.sum()  # float32 softmax sums to 1 +- 1e-7
+    _, p_value = chisquare(counts[support].numpy(), expected.numpy())
+    assert p_value > 1e-3
+
+
+def test_ancestral_sampling_on_a_table_follows_the_chain_rule():
+    # A logits function over 2 tokens whose next-token law depends on the previous token only:
+    # p(x1=1) = 0.3, p(x_t = x_{t-1}) = 0.8. Exact joint probability by hand for 3 tokens.
+    start = 2  # a start symbol outside the output vocabulary
+
+    def logits_fn(ids):
+        previous = ids
+        probs = torch.where(
+            (previous == start).unsqueeze(-1),
+            torch.tensor([0.7, 0.3]),
+            torch.where(previous.unsqueeze(-1) == torch.tensor([0, 1]), 0.8, 0.2),
+        )
+        return probs.log()
+
+    generator = torch.Generator().manual_seed(7)
+    samples = ancestral_sample(logits_fn, 3, prompt=[start], num_samples=50_000, generator=generator)
+    codes = samples[:, 0] * 4 + samples[:, 1] * 2 + samples[:, 2]
+    counts = torch.bincount(codes, minlength=8).double()
+    exact = []
+    for code in range(8):
+        x = [(code >> 2) & 1, (code >> 1) & 1, code & 1]
+        p = (0.3 if x[0] else 0.7) * (0.8 if x[1] == x[0] else 0.2) * (0.8 if x[2] == x[1] else 0.2)
+        exact.append(p)
+    assert math.isclose(sum(exact), 1.0)
+    expected = torch.tensor(exact, dtype=torch.float64) / sum(exact) * counts.sum()
+    _, p_value = chisquare(counts.numpy(), expected.numpy())
+    assert p_value > 1e-3
+
+
+def test_distinct_n_by_hand():
+    # "a b a b" has bigrams ab, ba, ab: 2 distinct of 3.
+    assert distinct_n([[0, 1, 0, 1]], 2) == pytest.approx(2 / 3)
+    assert distinct_n([[0, 1, 0, 1], [2, 2]], 1) == pytest.approx(3 / 6)
+    with pytest.raises(ValueError, match="n must be an integer >= 1"):
+        distinct_n([[0, 1]], 0)
+
+
+def test_tiny_top_p_still_keeps_the_most_probable_token():
+    logits = awkward_logits(3)
+    ours = filter_logits(logits, top_p=1e-9)
+    assert torch.equal(ours, hf_filter(logits, top_p=1e-9))
+    assert (torch.isfinite(ours).sum(-1) >= 1).all()
+
+
+def test_generator_makes_sampling_reproducible():
+    logits = torch.zeros(1000, 10)
+    torch.manual_seed(0)
+    first = sample_next(logits, generator=torch.Generator().manual_seed(5))
+    torch.manual_seed(1)  # the global seed must not matter when a generator is given
+    second = sample_next(logits, generator=torch.Generator().manual_seed(5))
+    assert torch.equal(first, second)
