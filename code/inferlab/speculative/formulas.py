@@ -1,0 +1,63 @@
+"""How fast speculative decoding can be: the closed forms of Leviathan et al. (2022), Section 3.
+
+Notation follows the paper: ``alpha`` is the expected probability that the target accepts one
+drafted token, ``gamma`` the number of tokens drafted per round, ``c`` the time of one draft step
+divided by the time of one target step, and ``c_hat`` the same ratio for arithmetic operations.
+Every function treats ``alpha = 1`` as the limit of its formula (no division by zero).
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def _check_alpha(alpha: float) -> None:
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"alpha must be a probability in [0, 1], got {alpha!r}")
+
+
+def _check_gamma(gamma: int) -> None:
+    if isinstance(gamma, bool) or not isinstance(gamma, int) or gamma < 1:
+        raise ValueError(f"gamma must be an integer >= 1, got {gamma!r}")
+
+
+def _check_cost_ratio(value: float, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (value >= 0.0 and math.isfinite(value)):
+        raise ValueError(f"{name} must be a finite number >= 0 (draft cost / target cost), got {value!r}")
+
+
+# --8<-- [start:formulas]
+def expected_tokens_per_step(alpha: float, gamma: int) -> float:
+    """Return the expected tokens one target call yields: (1 - alpha^(gamma+1)) / (1 - alpha)."""
+    _check_alpha(alpha)
+    _check_gamma(gamma)
+    if alpha == 1.0:
+        return gamma + 1.0  # every draft accepted, plus the bonus token
+    return (1.0 - alpha ** (gamma + 1)) / (1.0 - alpha)
+
+
+def expected_speedup(alpha: float, gamma: int, c: float) -> float:
+    """Return the expected wall-time speed-up over plain decoding: tokens per step / (gamma c + 1)."""
+    _check_cost_ratio(c, "c")
+    # One round costs gamma draft steps plus one target step (the target checks all drafts at once).
+    return expected_tokens_per_step(alpha, gamma) / (gamma * c + 1.0)
+
+
+def best_gamma(alpha: float, c: float, max_gamma: int = 64) -> int:
+    """Return the gamma in 1..max_gamma with the largest expected speed-up (ties: the smaller gamma)."""
+    _check_gamma(max_gamma)
+    return max(range(1, max_gamma + 1), key=lambda gamma: (expected_speedup(alpha, gamma, c), -gamma))
+
+
+def arithmetic_cost_increase(alpha: float, gamma: int, c_hat: float) -> float:
+    """Return the expected factor by which total arithmetic grows (Leviathan et al., Theorem 3.11)."""
+    _check_cost_ratio(c_hat, "c_hat")
+    # Per round: gamma draft steps and a target pass over gamma + 1 positions, spread over the tokens produced.
+    return (gamma * c_hat + gamma + 1.0) / expected_tokens_per_step(alpha, gamma)
+# --8<-- [end:formulas]
+
+
+def expected_accepted_fraction(alpha: float, gamma: int) -> float:
+    """Return the expected accepted / drafted ratio when each draft is accepted with probability alpha."""
+    # Accepted drafts per round are the tokens per step minus the one token the target always adds.
+    return (expected_tokens_per_step(alpha, gamma) - 1.0) / gamma
