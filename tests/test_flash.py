@@ -1,0 +1,256 @@
+"""FlashAttention in PyTorch: forward and backward against PyTorch's own attention, traffic counts
+against closed forms, and clear errors for bad input."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from inferlab.flash import (
+    FlashAttention,
+    TrafficCounter,
+    attention_flops,
+    blocks_from_sram,
+    estimate_runtime,
+    flash_attention,
+    hbm_traffic,
+    standard_attention,
+)
+
+TOL = dict(atol=1e-4, rtol=1e-4)
+EDGE_N = [1, 2, 63, 64, 65, 127, pytest.param(1024, marks=pytest.mark.slow)]
+HEAD_DIMS = [16, 32, 64, 128]
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Small matmuls in a Python loop run far faster on one thread on a busy 2-core machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def random_qkv(n_q, n_k, d, lead=(2,), dtype=torch.float32, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    make = lambda n: torch.randn(*lead, n, d, generator=generator, dtype=torch.float32).to(dtype)  # noqa: E731
+    return make(n_q), make(n_k), make(n_k)
+
+
+def explicit_mask(n_q, n_k):
+    """Query i (the last n_q of the sequence) sees key j when j - i <= n_k - n_q; built with tril."""
+    return torch.ones(n_q, n_k, dtype=torch.bool).tril(diagonal=n_k - n_q)
+
+
+def explicit_attention(q, k, v, mask=None):
+    """The formula softmax(QK^T / sqrt(d) + mask) V written out, for autograd to differentiate (float64)."""
+    scores = q.double() @ k.double().transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v.double()
+
+
+# ---------------------------------------------------------------- forward and backward vs PyTorch
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("d", HEAD_DIMS)
+@pytest.mark.parametrize("n", EDGE_N)
+def test_forward_matches_sdpa(n, d, causal):
+    q, k, v = random_qkv(n, n, d)
+    expected = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    torch.testing.assert_close(flash_attention(q, k, v, causal=causal), expected, **TOL)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("d", HEAD_DIMS)
+@pytest.mark.parametrize("n", EDGE_N)
+def test_gradients_match_autograd_of_the_formula(n, d, causal):
+    q, k, v = random_qkv(n, n, d, lead=(1,), seed=1)
+    grad_out = torch.randn(1, n, d, generator=torch.Generator().manual_seed(2))
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    out = FlashAttention.apply(*leaves, causal)
+    out.backward(grad_out)
+
+    ref_leaves = [t.double().requires_grad_() for t in (q, k, v)]
+    ref_out = explicit_attention(*ref_leaves, explicit_mask(n, n) if causal else None)
+    ref_grads = torch.autograd.grad(ref_out, ref_leaves, grad_out.double())
+    torch.testing.assert_close(out.double(), ref_out.detach(), **TOL)
+    for name, leaf, expected in zip("qkv", leaves, ref_grads):
+        torch.testing.assert_close(leaf.grad.double(), expected, **TOL, msg=lambda m, name=name: f"d{name}: {m}")
+
+
+def test_lse_is_the_log_sum_exp_of_the_scaled_scores():
+    q, k, v = random_qkv(70, 45, 32)
+    _, lse = flash_attention(q, k, v, block_q=16, block_k=16, return_lse=True)
+    expected = torch.logsumexp(q @ k.transpose(-2, -1) / math.sqrt(32), dim=-1)
+    torch.testing.assert_close(lse, expected, **TOL)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    n_q=st.integers(1, 80),
+    n_k=st.integers(1, 80),
+    d=st.sampled_from([1, 3, 8, 16]),
+    block_q=st.integers(1, 40),
+    block_k=st.integers(1, 40),
+    lead=st.sampled_from([(), (2,), (2, 3)]),
+    causal=st.booleans(),
+    seed=st.integers(0, 1000),
+)
+def test_any_shape_and_tile_matches_sdpa(n_q, n_k, d, block_q, block_k, lead, causal, seed):
+    q, k, v = random_qkv(n_q, n_k, d, lead=lead, seed=seed)
+    mask = explicit_mask(n_q, n_k) if causal else None
+    got = flash_attention(q, k, v, causal=causal, block_q=block_q, block_k=block_k)
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    seen = mask.any(dim=-1) if causal else torch.ones(n_q, dtype=torch.bool)
+    torch.testing.assert_close(got[..., seen, :], expected[..., seen, :], **TOL)
+
+
+def test_rows_that_see_no_key_give_zero_not_nan():
+    # 7 queries, 3 keys, causal: the queries are the last 7 positions, so the first 4 see no key.
+    q, k, v = random_qkv(7, 3, 8)
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    out = FlashAttention.apply(*leaves, True, 2, 2)
+    out.sum().backward()
+    assert torch.equal(out[..., :4, :], torch.zeros_like(out[..., :4, :]))
+    assert torch.equal(standard_attention(q, k, v, causal=True)[..., :4, :], torch.zeros(2, 4, 8))
+    assert not any(torch.isnan(t).any() for t in (out, *(leaf.grad for leaf in leaves)))
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=explicit_mask(7, 3))
+    torch.testing.assert_close(out[..., 4:, :], expected[..., 4:, :], **TOL)
+
+
+def test_standard_attention_matches_sdpa():
+    q, k, v = random_qkv(50, 50, 16)
+    for causal in (False, True):
+        expected = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        torch.testing.assert_close(standard_attention(q, k, v, causal=causal), expected, **TOL)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_inputs_accumulate_in_fp32(dtype):
+    q, k, v = random_qkv(100, 100, 32, dtype=dtype)
+    out = flash_attention(q, k, v, causal=True, block_q=32, block_k=32)
+    assert out.dtype == dtype
+    expected = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=True)
+    torch.testing.assert_close(out.float(), expected, atol=2e-2, rtol=2e-2)
+
+
+def test_forward_saves_only_q_k_v_o_and_lse():
+    n, d = 96, 16
+    q, k, v = (t.requires_grad_() for t in random_qkv(n, n, d, lead=(1,)))
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t.numel()) or t, lambda t: t):
+        FlashAttention.apply(q, k, v, False)
+    assert sum(saved) == 4 * n * d + n  # Q, K, V, O and one L per row: O(N d), no N x N matrix
+
+
+# ---------------------------------------------------------------- HBM traffic
+
+
+@pytest.mark.parametrize("n,d", [(1, 16), (64, 64), (100, 32), (257, 8)])
+def test_standard_traffic_is_n_times_4d_plus_4n(n, d):
+    counter = TrafficCounter()
+    standard_attention(*random_qkv(n, n, d, lead=()), counter=counter)
+    assert counter.total == n * (4 * d + 4 * n)
+    assert hbm_traffic(n, d, "standard")["total"] == n * (4 * d + 4 * n)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("n,d,block_q,block_k", [(1, 16, 64, 64), (100, 16, 32, 16), (257, 8, 64, 30), (64, 4, 7, 64)])
+def test_flash_traffic_formula_equals_what_the_code_moves(n, d, block_q, block_k, causal):
+    counter = TrafficCounter()
+    flash_attention(*random_qkv(n, n, d, lead=()), causal=causal, block_q=block_q, block_k=block_k, counter=counter)
+    traffic = hbm_traffic(n, d, "flash", block_q=block_q, block_k=block_k, causal=causal)
+    assert (traffic["reads"], traffic["writes"]) == (counter.reads, counter.writes)
+
+
+def test_flash_traffic_closed_form_without_mask():
+    # Q once, K and V once per query tile, O and L once.
+    n, d, block_q = 1000, 64, 48
+    expected = n * d + math.ceil(n / block_q) * 2 * n * d + n * d + n
+    assert hbm_traffic(n, d, "flash", block_q=block_q, block_k=100)["total"] == expected
+
+
+def test_blocks_from_sram_follow_algorithm_1():
+    # M = 100 KiB of fp32 = 25,600 elements; d = 64: block_k = ceil(25600 / 256) = 100, block_q = min(100, 64).
+    assert blocks_from_sram(100 * 1024, 64) == (64, 100)
+    assert blocks_from_sram(100 * 1024, 16) == (16, 400)
+
+
+def test_flash_traffic_is_theta_n2_d2_over_m():
+    # Dao et al. (2022), Theorem 2: with block_q = M / 4d <= d, K and V are read N / block_q times,
+    # 2 N d * N * 4d / M = 8 N^2 d^2 / M elements, which dominates the total for long sequences.
+    n, d = 8192, 64
+    for sram_bytes in (16 * 1024, 32 * 1024, 64 * 1024):
+        m = sram_bytes // 4
+        ratio = hbm_traffic(n, d, "flash", sram_bytes=sram_bytes)["total"] / (8 * n * n * d * d / m)
+        assert 1.0 < ratio < 1.02
+
+
+def test_flops_and_roofline_against_hand_arithmetic():
+    assert attention_flops(1024, 64) == 4 * 1024**2 * 64
+    assert attention_flops(1024, 64, causal=True, backward=True) == 4 * 1024**2 * 64 * 2.5 / 2
+    # T4: 8.1e12 FLOP/s and 320e9 B/s, so 8.1e12 FLOPs take 1 s and 640e9 bytes take 2 s.
+    estimate = estimate_runtime(8.1e12, 640e9, "T4")
+    assert estimate["compute_s"] == pytest.approx(1.0)
+    assert estimate["memory_s"] == pytest.approx(2.0)
+    assert estimate["runtime_s"] == pytest.approx(2.0) and estimate["bound"] == "memory"
+    assert estimate["ridge_point"] == pytest.approx(8.1e12 / 320e9)
+    assert estimate_runtime(8.1e12, 1.0, "T4")["bound"] == "compute"
+
+
+# ---------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, words",
+    [
+        (dict(k=torch.zeros(2, 5, 16, dtype=torch.float64)), TypeError, "share one dtype"),
+        (dict(k=torch.zeros(2, 5, 8)), ValueError, "same head dim"),
+        (dict(v=torch.zeros(2, 6, 16)), ValueError, "same number of keys"),
+        (dict(k=torch.zeros(3, 5, 16)), ValueError, "leading"),
+        (dict(q=torch.zeros(4)), ValueError, "at least 2 dims"),
+        (dict(q=torch.zeros(2, 5, 16, dtype=torch.int64)), TypeError, "dtype"),
+        (dict(q="not a tensor"), TypeError, "q must be a torch.Tensor"),
+        (dict(block_q=0), ValueError, "block_q must be an integer >= 1"),
+        (dict(block_k=2.5), ValueError, "block_k must be an integer >= 1"),
+        (dict(scale=-1.0), ValueError, "scale must be a positive number"),
+    ],
+)
+def test_bad_input_is_refused_before_any_work(kwargs, error, words):
+    q, k, v = random_qkv(5, 5, 16)
+    arguments = dict(q=q, k=k, v=v) | kwargs
+    counter = TrafficCounter()
+    with pytest.raises(error, match=words):
+        flash_attention(**arguments, counter=counter)
+    assert counter.total == 0
+
+
+def test_device_mismatch_is_refused():
+    q, k, v = random_qkv(5, 5, 16)
+    with pytest.raises(ValueError, match="one device"):
+        flash_attention(q, k.to("meta"), v)
+
+
+@pytest.mark.parametrize(
+    "call, words",
+    [
+        (lambda: hbm_traffic(0, 64, "flash"), "N must be an integer >= 1"),
+        (lambda: hbm_traffic(64, 64, "tiled"), "method must be one of"),
+        (lambda: hbm_traffic(64, 64, "standard", block_q=16), "no tiles"),
+        (lambda: hbm_traffic(64, 64, "flash", sram_bytes=1024, block_q=16), "not both"),
+        (lambda: hbm_traffic(64, 64, "flash", sram_bytes=100), "fewer than 4d"),
+        (lambda: estimate_runtime(1.0, 1.0, "V100"), "gpu must be one of"),
+        (lambda: estimate_runtime(-1.0, 1.0, "T4"), "flops must be a number >= 0"),
+        (lambda: estimate_runtime(1.0, 1.0, "T4", precision="int8"), "precision must be"),
+    ],
+)
+def test_bad_model_arguments_name_what_is_allowed(call, words):
+    with pytest.raises(ValueError, match=words):
+        call()
