@@ -26,3 +26,32 @@ __all__ = [
     "top_k_filter",
     "top_p_filter",
 ]
+
+from inferlab.decoding.examples import page_table_model
+from inferlab.decoding.search import (
+    Decoded,
+    beam_search,
+    enumerate_sequences,
+    greedy_decode,
+    map_decode_bruteforce,
+    map_decode_dp,
+    perplexity,
+    sequence_logprob,
+    token_logprobs,
+)
+from inferlab.decoding.tables import MarkovModel, TableModel
+
+__all__ += [
+    "Decoded",
+    "MarkovModel",
+    "TableModel",
+    "beam_search",
+    "enumerate_sequences",
+    "greedy_decode",
+    "map_decode_bruteforce",
+    "map_decode_dp",
+    "page_table_model",
+    "perplexity",
+    "sequence_logprob",
+    "token_logprobs",
+]

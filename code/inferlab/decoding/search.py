@@ -1,0 +1,223 @@
+"""Scoring and searching sequences: log-probability, perplexity, greedy, beam search and MAP.
+
+MAP decoding asks for the single most probable sequence, argmax over x_1..x_T of p(x_1..x_T).
+Greedy decoding takes the most probable *next* token at every step, which is not the same thing:
+an early choice that looks best can lead into a branch whose later tokens are all unlikely. Brute
+force finds the MAP sequence by scoring all V^T sequences; for a model of order k, dynamic
+programming (Viterbi at k = 1) finds it with about T * V^(k+1) operations.
+
+Every function takes a logits function (``inferlab.models.as_logits_fn``) or a Hugging Face model.
+``prompt`` is a list of token ids to continue; a table model starts from its start symbol when
+``prompt`` is None.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from inferlab.decoding.sampling import check_length, start_ids
+from inferlab.models import as_logits_fn
+
+DEFAULT_MAX_SEQUENCES = 200_000
+
+
+@dataclass
+class Decoded:
+    """A decoded sequence: its new tokens, log p(tokens | prompt), and the operations spent finding it."""
+
+    tokens: list[int]
+    logprob: float
+    operations: int
+
+
+def check_model_length(model: Any, length: int) -> None:
+    """Raise when a fixed-length table model has no table for the last requested step."""
+    max_length = getattr(model, "max_length", None)
+    if isinstance(max_length, int) and length > max_length:
+        raise ValueError(f"length must be <= {max_length} for this {type(model).__name__}, got {length}")
+
+
+def next_token_logprobs(logits_fn: Any, ids: torch.Tensor) -> torch.Tensor:
+    """Return log p(next token | ids) for each row of a (batch, length) id tensor, as float64."""
+    return torch.log_softmax(logits_fn(ids)[:, -1, :].double(), dim=-1).cpu()
+
+
+# --8<-- [start:sequence_logprob]
+def token_logprobs(model: Any, tokens: Sequence[int], prompt: Sequence[int] | None = None) -> list[float]:
+    """Return log p(x_t | prompt, x_<t) for each token: the chain rule's factors, one per token."""
+    logits_fn = as_logits_fn(model)
+    context = start_ids(model, prompt)
+    targets = torch.as_tensor(list(tokens), dtype=torch.long).unsqueeze(0)
+    if targets.numel() < 1:
+        raise ValueError("tokens must hold at least one token id")
+    ids = torch.cat([context, targets], dim=1)
+    # One forward pass scores every token at once: position i's logits predict token i + 1.
+    # This is how training works too (teacher forcing): the true tokens are the inputs.
+    logprobs = torch.log_softmax(logits_fn(ids).double().cpu(), dim=-1)
+    predicting = logprobs[0, context.shape[1] - 1 : -1]  # the positions that predict the targets
+    return predicting.gather(-1, targets.T.cpu()).squeeze(-1).tolist()
+
+
+def sequence_logprob(model: Any, tokens: Sequence[int], prompt: Sequence[int] | None = None) -> float:
+    """Return log p(tokens | prompt) = the sum of the per-token log-probabilities (chain rule)."""
+    return math.fsum(token_logprobs(model, tokens, prompt))
+
+
+def perplexity(model: Any, tokens: Sequence[int], prompt: Sequence[int] | None = None) -> float:
+    """Return exp(mean negative log-likelihood per token): the model's average branching factor."""
+    logprobs = token_logprobs(model, tokens, prompt)
+    return math.exp(-math.fsum(logprobs) / len(logprobs))
+# --8<-- [end:sequence_logprob]
+
+
+# --8<-- [start:greedy]
+def greedy_decode(model: Any, length: int, prompt: Sequence[int] | None = None) -> Decoded:
+    """Return the sequence built by taking the most probable next token at every step."""
+    check_length(length)
+    check_model_length(model, length)
+    logits_fn = as_logits_fn(model)
+    ids = start_ids(model, prompt)
+    tokens, logprob, vocab = [], 0.0, 0
+    for _ in range(length):
+        logprobs = next_token_logprobs(logits_fn, ids)[0]
+        vocab = logprobs.numel()
+        token = int(logprobs.argmax())  # committed: greedy never revisits this choice
+        tokens.append(token)
+        logprob += float(logprobs[token])
+        ids = torch.cat([ids, torch.tensor([[token]], device=ids.device)], dim=1)
+    return Decoded(tokens, logprob, operations=length * vocab)
+# --8<-- [end:greedy]
+
+
+# --8<-- [start:beam]
+def beam_search(model: Any, length: int, beam_width: int, prompt: Sequence[int] | None = None) -> Decoded:
+    """Return the best of ``beam_width`` partial sequences kept at each step (1 = greedy)."""
+    check_length(length)
+    check_length(beam_width, "beam_width")
+    check_model_length(model, length)
+    logits_fn = as_logits_fn(model)
+    beams = start_ids(model, prompt)  # (beams, length): every kept prefix
+    scores = torch.zeros(1, dtype=torch.float64)  # log p(prefix) of each beam
+    operations = 0
+    for _ in range(length):
+        logprobs = next_token_logprobs(logits_fn, beams)  # (beams, V)
+        vocab = logprobs.shape[-1]
+        candidates = (scores.unsqueeze(-1) + logprobs).flatten()  # every beam times every next token
+        operations += candidates.numel()
+        best = torch.topk(candidates, min(beam_width, candidates.numel()))
+        parent, token = best.indices // vocab, best.indices % vocab
+        beams = torch.cat([beams[parent], token.unsqueeze(-1).to(beams.device)], dim=1)
+        scores = best.values
+    prompt_length = beams.shape[1] - length
+    return Decoded(beams[0, prompt_length:].tolist(), float(scores[0]), operations)
+# --8<-- [end:beam]
+
+
+def vocab_size(model: Any, prompt: Sequence[int] | None = None) -> int:
+    """Return how many tokens the model can produce (asks the model once if it does not say)."""
+    known = getattr(model, "vocab_size", None) or getattr(as_logits_fn(model), "vocab_size", None)
+    if isinstance(known, int):
+        return known
+    return int(as_logits_fn(model)(start_ids(model, prompt)).shape[-1])
+
+
+def enumerate_sequences(
+    model: Any,
+    length: int,
+    prompt: Sequence[int] | None = None,
+    max_sequences: int = DEFAULT_MAX_SEQUENCES,
+) -> list[tuple[list[int], float]]:
+    """Return every sequence of ``length`` tokens with its log-probability, in lexicographic order."""
+    check_length(length)
+    check_length(max_sequences, "max_sequences")
+    check_model_length(model, length)
+    vocab = vocab_size(model, prompt)
+    count = vocab**length
+    if count > max_sequences:
+        raise ValueError(
+            f"brute force would score V^T = {vocab}^{length} = {count} sequences, over "
+            f"max_sequences={max_sequences}; lower length, or raise max_sequences if you mean it"
+        )
+    logits_fn = as_logits_fn(model)
+    context = start_ids(model, prompt)
+    every = torch.tensor(list(itertools.product(range(vocab), repeat=length)), dtype=torch.long)
+    results = []
+    for chunk in every.split(4096):
+        ids = torch.cat([context.expand(len(chunk), -1), chunk], dim=1)
+        logprobs = torch.log_softmax(logits_fn(ids).double().cpu(), dim=-1)
+        predicting = logprobs[:, context.shape[1] - 1 : -1]
+        scores = predicting.gather(-1, chunk.unsqueeze(-1)).squeeze(-1).sum(-1)
+        results.extend(zip(chunk.tolist(), scores.tolist()))
+    return results
+
+
+# --8<-- [start:brute_force]
+def map_decode_bruteforce(
+    model: Any,
+    length: int,
+    prompt: Sequence[int] | None = None,
+    max_sequences: int = DEFAULT_MAX_SEQUENCES,
+) -> Decoded:
+    """Return the most probable sequence by scoring all V^T of them (exact, exponential cost)."""
+    scored = enumerate_sequences(model, length, prompt, max_sequences)
+    tokens, logprob = max(scored, key=lambda item: item[1])
+    # Each of the V^T sequences costs T conditional-probability lookups and additions.
+    return Decoded(tokens, logprob, operations=len(scored) * length)
+# --8<-- [end:brute_force]
+
+
+# --8<-- [start:map_dp]
+def map_decode_dp(model: Any, length: int, order: int | None = None) -> Decoded:
+    """Return the most probable sequence of a k-th order model by dynamic programming (k = 1: Viterbi)."""
+    check_length(length)
+    if not hasattr(model, "log_conditional"):
+        raise TypeError(
+            f"map_decode_dp needs a model of finite order (MarkovModel or TableModel), got "
+            f"{type(model).__name__}; a transformer looks at the whole prefix, so use beam_search "
+            f"or map_decode_bruteforce"
+        )
+    k = model.order if order is None else order
+    if isinstance(k, bool) or not isinstance(k, int) or k < model.order:
+        raise ValueError(
+            f"order must be an integer >= the model's order {model.order}, got {order!r}: "
+            f"a smaller state would forget context the model uses"
+        )
+    check_model_length(model, length)
+
+    # delta[w] = best log-probability of any prefix whose last min(t, k) tokens are w.
+    delta = torch.zeros((), dtype=torch.float64)  # t = 0: the empty prefix has probability 1
+    best_oldest = []  # back-pointers: for each step t >= k, the best dropped token per new state
+    operations = 0
+    for step in range(length):
+        # scores[w, x] = delta[w] + log p(x | w): every (state, next token) pair, V^(m+1) of them.
+        scores = delta.unsqueeze(-1) + model.log_conditional(step, k)
+        operations += scores.numel()
+        if step < k or k == 0:
+            delta = scores if k else scores.max()  # the state still grows: nothing to choose yet
+            best_oldest.append(None if k else scores.argmax())
+        else:
+            # New state (w_2..w_k, x): keep the best over the oldest token w_1 that falls out.
+            delta, argmax = scores.max(dim=0)
+            best_oldest.append(argmax)
+
+    # Read the best final state, then follow the back-pointers to recover the dropped tokens.
+    if k == 0:
+        return Decoded([int(t) for t in best_oldest], float(delta), operations)
+    final_state = torch.unravel_index(delta.argmax(), delta.shape)
+    tokens = [int(t) for t in final_state]  # the last min(T, k) tokens
+    for step in range(length - 1, k - 1, -1):
+        newest_k = tuple(tokens[:k])  # the state after this step
+        tokens.insert(0, int(best_oldest[step][newest_k]))
+    return Decoded(tokens, float(delta.max()), operations)
+# --8<-- [end:map_dp]
+
+
+def dp_operations(vocab: int, length: int, order: int) -> int:
+    """Return the closed-form operation count of :func:`map_decode_dp`: sum_t V^(min(t, k) + 1)."""
+    return sum(vocab ** (min(step, order) + 1) for step in range(length))
