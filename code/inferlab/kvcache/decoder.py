@@ -127,13 +127,24 @@ class Rotary(nn.Module):
         inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
         self.register_buffer("inv_freq", inv_freq, persistent=False)
 
-    def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """Return x (batch, heads, T, head_dim) rotated by the angles of ``positions`` (T,) or (batch, T)."""
+        self._last = None  # (positions, dtype, cos, sin) of the previous call
+
+    def cos_sin(self, positions: torch.Tensor, dtype: torch.dtype):
+        """Return cos and sin of the rotation angles of ``positions`` (T,) or (batch, T)."""
+        # Every layer (and q and k) rotates by the same positions in one step: compute them once.
+        if self._last is not None and self._last[0] is positions and self._last[1] == dtype:
+            return self._last[2], self._last[3]
         angles = positions.to(self.inv_freq.device).float()[..., None] * self.inv_freq  # (..., T, head_dim/2)
         angles = torch.cat([angles, angles], dim=-1)  # Llama pairs feature i with feature i + head_dim/2
         if angles.dim() == 3:  # per-sequence positions: add the heads axis
             angles = angles[:, None]
-        cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+        cos, sin = angles.cos().to(dtype), angles.sin().to(dtype)
+        self._last = (positions, dtype, cos, sin)
+        return cos, sin
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Return x (batch, heads, T, head_dim) rotated by the angles of ``positions`` (T,) or (batch, T)."""
+        cos, sin = self.cos_sin(positions, x.dtype)
         first, second = x.chunk(2, dim=-1)
         rotated_half = torch.cat([-second, first], dim=-1)
         return x * cos + rotated_half * sin
@@ -158,7 +169,7 @@ def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_start:
     q = q.reshape(batch, kv_heads, group, q_len, head_dim)
     k, v = k.unsqueeze(2), v.unsqueeze(2)  # (batch, kv_heads, 1, Tk, head_dim)
     scores = (q @ k.transpose(-1, -2)) * head_dim**-0.5  # (batch, kv_heads, group, Tq, Tk)
-    if causal:
+    if causal and not (q_len == 1 and q_start == k_len - 1):  # a last query sees every key anyway
         query_pos = torch.arange(q_start, q_start + q_len, device=q.device)[:, None]
         key_pos = torch.arange(k_len, device=q.device)[None, :]
         scores = scores.masked_fill(key_pos > query_pos, float("-inf"))  # the future gets weight 0
