@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+# --8<-- [start:calculator]
 METHODS = ("standard", "flash")
 
 
@@ -153,3 +154,4 @@ def estimate_runtime(flops: float, bytes_moved: float, gpu: str | GPUSpec, preci
         "ridge_point": peak_flops / bandwidth,  # FLOPs per byte where the two roofs meet
     }
 # --8<-- [end:estimate_runtime]
+# --8<-- [end:calculator]
