@@ -83,6 +83,7 @@ def test_page_table_greedy_is_not_map():
     assert greedy.tokens == [x1, x2, x3]
     assert math.exp(greedy.logprob) == pytest.approx(greedy_p, rel=1e-12)
 
+    assert beam_search(model, 3, beam_width=1).tokens == [x1, x2, x3]  # a beam of one is greedy
     for decoder in (map_decode_bruteforce(model, 3), map_decode_dp(model, 3), beam_search(model, 3, beam_width=2)):
         assert tuple(decoder.tokens) == map_sequence
         assert math.exp(decoder.logprob) == pytest.approx(every[map_sequence], rel=1e-12)
@@ -105,6 +106,16 @@ def test_dp_equals_brute_force(order, vocab, length, seed, concentration):
     for result in (map_decode_dp(model, length), map_decode_bruteforce(model, length)):
         assert math.exp(result.logprob) == pytest.approx(best_p, rel=1e-9)
         assert tuple(result.tokens) in best_sequences  # equal up to ties
+
+
+def test_dp_on_a_time_varying_chain():
+    # Order 1, but a different transition table at every step (tables[1], tables[2], tables[3]).
+    steps = [MarkovModel.random(1, 3, seed=s).tables[1] for s in range(3)]
+    model = MarkovModel(1, [MarkovModel.random(1, 3, seed=9).tables[0], *steps])
+    best_p, best_sequences = exhaustive_best(model, 5)
+    for result in (map_decode_dp(model, 5), map_decode_bruteforce(model, 5)):
+        assert tuple(result.tokens) in best_sequences
+        assert math.exp(result.logprob) == pytest.approx(best_p, rel=1e-9)
 
 
 def test_dp_with_ties_returns_one_of_the_best():
