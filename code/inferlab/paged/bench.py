@@ -1,0 +1,218 @@
+"""Run the paged-serving labs and write their result files and figures.
+
+    python -m inferlab.paged.bench            # all labs on the bundled model (a few minutes on 2 CPU cores)
+    python -m inferlab.paged.bench --quick    # fewer repeats, for a smoke test
+    python -m inferlab.paged.bench --only offload model   # just some labs
+
+Writes docs/results/paged_*.json (through inferlab.bench.write_result) and docs/figures/paged/*.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from tqdm import tqdm
+
+from inferlab.bench import read_result, repo_root
+from inferlab.bench import write_result as _write_result
+
+LABS = ("fragmentation", "model", "offload", "invalidation", "multiturn", "throughput")
+# The offloading curve's model: Qwen2.5-1.5B-Instruct (1.54 B parameters, model card) in fp16.
+QWEN_WEIGHT_BYTES = 1.54e9 * 2
+
+
+COMMAND = ["python -m inferlab.paged.bench"]
+
+
+def write_result(name: str, values: dict) -> Path:
+    """Write a result file whose provenance names the command a reader can re-run."""
+    return _write_result(name, values, command=COMMAND[0])
+
+
+def figures_dir() -> Path:
+    """Return docs/figures/paged (created if needed)."""
+    root = repo_root() or Path.cwd()
+    folder = root / "docs" / "figures" / "paged"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def run_fragmentation() -> None:
+    from inferlab.paged.labs import fragmentation_example
+
+    lengths = [37, 412, 95, 1203, 260, 18, 730, 151]  # a made-up batch of request lengths
+    values = fragmentation_example(lengths, max_len=2048, block_size=16)
+    values.update(lengths=lengths, max_len=2048, block_size=16)
+    write_result("paged_fragmentation", values)
+    plot_fragmentation()
+
+
+def run_offload_model() -> None:
+    from inferlab.kvcache.size import kv_bytes_per_token
+    from inferlab.paged.offload import OFFLOAD_PRESETS, offload_curve
+
+    kv_per_token = kv_bytes_per_token("Qwen2.5-1.5B", "fp16")
+    rows = []
+    for gpu in ("T4", "H200"):
+        rows += offload_curve(QWEN_WEIGHT_BYTES, gpu, [0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0], kv_per_token)
+    for row in rows:
+        row["tokens_per_s"] = round(row["tokens_per_s"], 1)
+    t4 = [r for r in rows if r["gpu"] == "T4"]
+    values = {
+        "model": "Qwen2.5-1.5B-Instruct, fp16",
+        "weight_gb": QWEN_WEIGHT_BYTES / 1e9,
+        "kv_bytes_per_token": kv_per_token,
+        "curve": rows,
+        "t4_slowdown_at_2gb": t4[0]["tokens_per_s"] / next(r for r in t4 if r["offloaded_gb"] == 2.0)["tokens_per_s"],
+        "presets": {k: vars(v) for k, v in OFFLOAD_PRESETS.items()},
+    }
+    write_result("paged_offload_model", values)
+    plot_offload()
+
+
+def run_labs(names: list[str], quick: bool) -> None:
+    from inferlab.models import load_pair
+    from inferlab.paged import labs
+
+    target, _, tokenizer = load_pair()
+    repeats = 1 if quick else 3
+    for name in tqdm(names, desc="paged labs"):
+        if name == "invalidation":
+            write_result("paged_invalidation", {"runs": labs.invalidation_lab(target, tokenizer)})
+            plot_invalidation()
+        elif name == "multiturn":
+            write_result("paged_multiturn", labs.multiturn_lab(target, tokenizer, repeats=repeats))
+            plot_multiturn()
+        elif name == "throughput":
+            write_result("paged_throughput", labs.throughput_lab(target, tokenizer, repeats=repeats,
+                                                                 max_new_tokens=16 if quick else 48))
+            plot_throughput()
+
+
+# ----- figures, drawn from the result files only ---------------------------------------------
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_fragmentation() -> None:
+    plt = _plt()
+    v = read_result("paged_fragmentation")["values"]
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    labels = ["contiguous\n(reserve max_len)", "paged\n(blocks of 16)"]
+    reserved = [v["contiguous_reserved_slots"], v["paged_reserved_slots"]]
+    ax.bar(labels, reserved, color=["#c44e52", "#4c72b0"], label="reserved")
+    ax.bar(labels, [v["used_slots"]] * 2, color="#55a868", label="used by tokens")
+    ax.set_ylabel("KV slots (tokens)")
+    ax.legend()
+    ax.set_title(f"{len(v['lengths'])} requests, max_len={v['max_len']}")
+    fig.tight_layout()
+    fig.savefig(figures_dir() / "fragmentation.png", dpi=120)
+    plt.close(fig)
+
+
+def plot_offload() -> None:
+    plt = _plt()
+    v = read_result("paged_offload_model")["values"]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.4))
+    for gpu, color in (("T4", "#c44e52"), ("H200", "#4c72b0")):
+        rows = [r for r in v["curve"] if r["gpu"] == gpu]
+        xs = [r["offloaded_gb"] for r in rows]
+        left.plot(xs, [r["tokens_per_s"] for r in rows], "o-", color=color, label=gpu)
+        right.plot(xs, [r["kv_capacity_tokens"] / 1000 for r in rows], "o-", color=color, label=gpu)
+    left.set_yscale("log")
+    left.set_xlabel("weights offloaded to CPU (GB)")
+    left.set_ylabel("decode tokens/s, batch 1 (model)")
+    right.set_xlabel("weights offloaded to CPU (GB)")
+    right.set_ylabel("KV-cache capacity (thousand tokens)")
+    right.set_yscale("log")
+    for ax in (left, right):
+        ax.legend()
+        ax.grid(alpha=0.3)
+    fig.suptitle(v["model"])
+    fig.tight_layout()
+    fig.savefig(figures_dir() / "offload_curve.png", dpi=120)
+    plt.close(fig)
+
+
+def plot_invalidation() -> None:
+    plt = _plt()
+    runs = read_result("paged_invalidation")["values"]["runs"]
+    width = max(len(r["block_hits"]) for r in runs)
+    fig, ax = plt.subplots(figsize=(10, 0.6 * len(runs) + 1.2))
+    for row, run in enumerate(runs):
+        for i, hit in enumerate(run["block_hits"]):
+            ax.add_patch(plt.Rectangle((i, row + 0.1), 0.9, 0.8, color="#55a868" if hit else "#c44e52"))
+        ax.text(-1, row + 0.5, run["run"], ha="right", va="center", fontsize=9)
+    ax.set_xlim(-0.5, width)
+    ax.set_ylim(len(runs), 0)
+    ax.set_yticks([])
+    ax.set_xlabel("full block of 16 tokens, in prompt order (green: served from the cache, red: computed)")
+    fig.tight_layout()
+    fig.savefig(figures_dir() / "invalidation_chain.png", dpi=120, bbox_inches="tight")
+    plt.close(fig)
+
+
+def plot_multiturn() -> None:
+    plt = _plt()
+    v = read_result("paged_multiturn")["values"]
+    turns = v["turns"]
+    xs = [t["turn"] for t in turns]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.4))
+    offset = 0.2
+    left.bar([x - offset for x in xs], [t["ttft_ms_no_cache"] for t in turns], 0.4, label="no prefix cache", color="#c44e52")
+    left.bar([x + offset for x in xs], [t["ttft_ms_cached"] for t in turns], 0.4, label="prefix cache", color="#4c72b0")
+    left.set_xlabel("turn")
+    left.set_ylabel("time to first token (ms)")
+    left.legend()
+    right.bar(xs, [t["cached_tokens"] for t in turns], label="served from cache", color="#55a868")
+    right.bar(xs, [t["computed_tokens"] for t in turns], bottom=[t["cached_tokens"] for t in turns],
+              label="computed", color="#c44e52")
+    right.set_xlabel("turn")
+    right.set_ylabel("prompt tokens")
+    right.legend()
+    for ax in (left, right):
+        ax.set_xticks(xs)
+    fig.tight_layout()
+    fig.savefig(figures_dir() / "multiturn_ttft.png", dpi=120)
+    plt.close(fig)
+
+
+def plot_throughput() -> None:
+    plt = _plt()
+    v = read_result("paged_throughput")["values"]
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    ax.bar(["one at a time", f"{v['num_requests']} together"],
+           [v["tokens_per_s_one_at_a_time"], v["tokens_per_s_concurrent"]], color=["#c44e52", "#4c72b0"])
+    ax.set_ylabel("generated tokens / s")
+    fig.tight_layout()
+    fig.savefig(figures_dir() / "throughput.png", dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="one repeat and short outputs (a smoke test)")
+    parser.add_argument("--only", nargs="+", choices=LABS, default=list(LABS), help="run only these labs")
+    args = parser.parse_args(argv)
+    COMMAND[0] = " ".join(["python -m inferlab.paged.bench", *(sys.argv[1:] if argv is None else argv)])
+    if "fragmentation" in args.only:
+        run_fragmentation()
+    if "model" in args.only or "offload" in args.only:
+        run_offload_model()
+    model_labs = [name for name in ("invalidation", "multiturn", "throughput") if name in args.only]
+    if model_labs:
+        run_labs(model_labs, args.quick)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

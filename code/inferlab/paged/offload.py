@@ -1,0 +1,172 @@
+"""Weight offloading: what ``cpu_offload_gb`` buys (memory) and what it costs (time per token).
+
+vLLM's ``cpu_offload_gb`` keeps that many gigabytes of the model's *weights* in CPU memory and
+copies them to the GPU during every forward pass (vLLM engine arguments, "cpu_offload_gb": "a
+virtual way to increase the GPU memory size ... requires fast CPU-GPU interconnect"). The KV cache
+stays on the GPU; in fact it grows, because the weights it no longer holds leave room for blocks.
+
+The cost model: at small batch, decoding is memory-bound (every step reads every weight once), so
+
+    time per step = offloaded bytes / host-link bandwidth + resident bytes / GPU memory bandwidth
+
+and a batch of B requests shares each step. It is a lower bound on time: it ignores compute,
+kernel launches and any overlap of copying with computing.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+
+GB = 1e9  # vLLM's cpu_offload_gb counts GiB; the curve below uses decimal GB for readable bandwidths
+
+
+# --8<-- [start:presets]
+@dataclass(frozen=True)
+class OffloadSpec:
+    """A GPU and its link to host memory: the two bandwidths the cost model needs."""
+
+    name: str
+    memory_gb_s: float  # GPU memory bandwidth, GB/s
+    link_gb_s: float  # host-to-GPU bandwidth in one direction, GB/s
+    memory_gb: float  # GPU memory, GB
+    source: str
+
+
+OFFLOAD_PRESETS = {
+    # T4 data sheet: 16 GB GDDR6 at 320 GB/s; PCIe Gen3 x16 (32 GB/s both directions, so 16 one way;
+    # 8 GT/s x 16 lanes x 128/130 encoding = 15.75 GB/s). Colab's free GPU.
+    "T4": OffloadSpec("T4", 320.0, 15.75, 16.0, "NVIDIA T4 data sheet (2019); PCI-SIG PCIe 3.0"),
+    # H200 data sheet (SXM): 141 GB HBM3e at 4.8 TB/s; PCIe Gen5 x16 (128 GB/s both directions,
+    # 32 GT/s x 16 lanes x 128/130 = 63 GB/s one way) to an x86 host.
+    "H200": OffloadSpec("H200", 4800.0, 63.0, 141.0, "NVIDIA H200 data sheet (2024); PCI-SIG PCIe 5.0"),
+}
+# --8<-- [end:presets]
+
+
+def _spec(gpu: str | OffloadSpec) -> OffloadSpec:
+    if isinstance(gpu, OffloadSpec):
+        return gpu
+    if gpu not in OFFLOAD_PRESETS:
+        raise ValueError(f"gpu must be one of {sorted(OFFLOAD_PRESETS)} or an OffloadSpec, got {gpu!r}")
+    return OFFLOAD_PRESETS[gpu]
+
+
+def _check_bytes(weight_bytes: float, offloaded_bytes: float) -> None:
+    if weight_bytes <= 0:
+        raise ValueError(f"weight_bytes must be > 0, got {weight_bytes}")
+    if not 0 <= offloaded_bytes <= weight_bytes:
+        raise ValueError(f"offloaded_bytes must be in 0..weight_bytes ({weight_bytes:.3g}), got {offloaded_bytes}")
+
+
+# --8<-- [start:cost_model]
+def step_seconds(weight_bytes: float, offloaded_bytes: float, gpu: str | OffloadSpec) -> float:
+    """Return the memory-bound time of one decoding step: streamed weights + resident weights."""
+    _check_bytes(weight_bytes, offloaded_bytes)
+    spec = _spec(gpu)
+    resident_bytes = weight_bytes - offloaded_bytes
+    return offloaded_bytes / (spec.link_gb_s * GB) + resident_bytes / (spec.memory_gb_s * GB)
+
+
+def tokens_per_second(weight_bytes: float, offloaded_bytes: float, gpu: str | OffloadSpec, batch: int = 1) -> float:
+    """Return the decoding throughput bound: ``batch`` tokens per step, one step per weight read."""
+    if not isinstance(batch, int) or batch < 1:
+        raise ValueError(f"batch must be an integer >= 1, got {batch!r}")
+    return batch / step_seconds(weight_bytes, offloaded_bytes, gpu)
+
+
+def kv_capacity_tokens(weight_bytes: float, offloaded_bytes: float, gpu: str | OffloadSpec,
+                       kv_bytes_per_token: int, gpu_memory_utilization: float = 0.9,
+                       other_bytes: float = 1.0 * GB) -> int:
+    """Return how many tokens of KV cache fit in what the resident weights leave of the GPU budget."""
+    _check_bytes(weight_bytes, offloaded_bytes)
+    if not 0 < gpu_memory_utilization <= 1:
+        raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}")
+    if kv_bytes_per_token < 1:
+        raise ValueError(f"kv_bytes_per_token must be >= 1, got {kv_bytes_per_token}")
+    budget = _spec(gpu).memory_gb * GB * gpu_memory_utilization
+    free_for_kv = budget - (weight_bytes - offloaded_bytes) - other_bytes  # other: activations, CUDA graphs
+    return max(0, int(free_for_kv // kv_bytes_per_token))
+# --8<-- [end:cost_model]
+
+
+def offload_curve(weight_bytes: float, gpu: str | OffloadSpec, offloaded_gb: list[float],
+                  kv_bytes_per_token: int, batch: int = 1) -> list[dict]:
+    """Return one record per offloaded amount: tokens/s and KV-cache capacity from the cost model."""
+    return [
+        {
+            "gpu": _spec(gpu).name,
+            "offloaded_gb": gb,
+            "tokens_per_s": tokens_per_second(weight_bytes, gb * GB, gpu, batch),
+            "kv_capacity_tokens": kv_capacity_tokens(weight_bytes, gb * GB, gpu, kv_bytes_per_token),
+        }
+        for gb in offloaded_gb
+    ]
+
+
+# ----- a measurement on a real GPU: stream some layers' weights from pinned host memory --------
+
+# --8<-- [start:streaming]
+class StreamLayersFromHost:
+    """Keep the weights of a decoder's first ``num_offloaded`` layers in pinned CPU memory.
+
+    Before an offloaded layer runs, a forward pre-hook copies its weights to the GPU; after it
+    runs, a hook drops them again. That is what ``cpu_offload_gb`` does, layer by layer.
+    """
+
+    def __init__(self, decoder: torch.nn.Module, num_offloaded: int) -> None:
+        layers = decoder.layers
+        if not isinstance(num_offloaded, int) or not 0 <= num_offloaded <= len(layers):
+            raise ValueError(f"num_offloaded must be an integer in 0..{len(layers)}, got {num_offloaded!r}")
+        self.device = next(decoder.parameters()).device
+        self.host_copies, self.hooks, self.offloaded_bytes = [], [], 0
+        for layer in list(layers)[:num_offloaded]:
+            params = [p for name, p in layer.named_parameters() if not name.startswith("rotary")]
+            copies = [p.detach().to("cpu").pin_memory() for p in params]
+            self.offloaded_bytes += sum(c.numel() * c.element_size() for c in copies)
+            for p in params:  # the GPU copy goes away: that memory is what offloading frees
+                p.data = torch.empty(0, dtype=p.dtype, device=self.device)
+            self.host_copies.append((params, copies))
+            self.hooks.append(layer.register_forward_pre_hook(self._loader(params, copies)))
+            self.hooks.append(layer.register_forward_hook(self._dropper(params)))
+
+    def _loader(self, params, copies):
+        def load(module, args):
+            for p, c in zip(params, copies):
+                p.data = c.to(self.device, non_blocking=True)
+        return load
+
+    def _dropper(self, params):
+        def drop(module, args, output):
+            for p in params:
+                p.data = torch.empty(0, dtype=p.dtype, device=self.device)
+        return drop
+
+    def restore(self) -> None:
+        """Put every offloaded weight back on the GPU and remove the hooks."""
+        for hook in self.hooks:
+            hook.remove()
+        for params, copies in self.host_copies:
+            for p, c in zip(params, copies):
+                p.data = c.to(self.device)
+        self.hooks, self.host_copies = [], []
+# --8<-- [end:streaming]
+
+
+def time_decode_step(decoder: torch.nn.Module, batch: int = 1, repeat: int = 20) -> float:
+    """Return the median seconds of one forward pass over ``batch`` one-token sequences (a decode step's weight reads)."""
+    ids = torch.zeros(batch, 1, dtype=torch.long, device=next(decoder.parameters()).device)
+    seconds = []
+    with torch.no_grad():
+        for i in range(repeat + 2):
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            start = time.perf_counter()
+            decoder(ids)
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            if i >= 2:  # the first calls warm up kernels and allocators
+                seconds.append(time.perf_counter() - start)
+    return sorted(seconds)[len(seconds) // 2]
