@@ -30,10 +30,11 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
+
+# --8<-- [start:block_hash]
 ROOT_HASH = 0  # the "parent hash" of a sequence's first block
 
 
-# --8<-- [start:block_hash]
 def hash_block(parent_hash: int, token_ids: Sequence[int], extra_keys: tuple = ()) -> int:
     """Return the 64-bit name of a full block: a SHA-256 of (parent hash, token ids, extra keys)."""
     key = repr((parent_hash, tuple(token_ids), tuple(extra_keys))).encode()

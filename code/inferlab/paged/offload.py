@@ -20,10 +20,11 @@ from dataclasses import dataclass
 
 import torch
 
-GB = 1e9  # vLLM's cpu_offload_gb counts GiB; the curve below uses decimal GB for readable bandwidths
-
 
 # --8<-- [start:presets]
+GB = 1e9  # bandwidths are quoted in decimal GB/s (vLLM's cpu_offload_gb itself counts GiB)
+
+
 @dataclass(frozen=True)
 class OffloadSpec:
     """A GPU and its link to host memory: the two bandwidths the cost model needs."""
@@ -46,6 +47,7 @@ OFFLOAD_PRESETS = {
 # --8<-- [end:presets]
 
 
+# --8<-- [start:cost_model]
 def _spec(gpu: str | OffloadSpec) -> OffloadSpec:
     if isinstance(gpu, OffloadSpec):
         return gpu
@@ -61,7 +63,6 @@ def _check_bytes(weight_bytes: float, offloaded_bytes: float) -> None:
         raise ValueError(f"offloaded_bytes must be in 0..weight_bytes ({weight_bytes:.3g}), got {offloaded_bytes}")
 
 
-# --8<-- [start:cost_model]
 def step_seconds(weight_bytes: float, offloaded_bytes: float, gpu: str | OffloadSpec) -> float:
     """Return the memory-bound time of one decoding step: streamed weights + resident weights."""
     _check_bytes(weight_bytes, offloaded_bytes)

@@ -1,0 +1,97 @@
+"""What cpu_offload_gb costs: the memory-bound cost model of decoding with offloaded weights.
+
+Plain Python plus matplotlib. Change the model size or the GPU and rerun. The functions are
+generated from inferlab/paged/offload.py.
+"""
+
+import os
+from dataclasses import dataclass
+
+import matplotlib.pyplot as plt
+
+# >>> generated from inferlab/paged/offload.py:presets (python -m inferlab.snippetsync)
+GB = 1e9  # bandwidths are quoted in decimal GB/s (vLLM's cpu_offload_gb itself counts GiB)
+
+
+@dataclass(frozen=True)
+class OffloadSpec:
+    """A GPU and its link to host memory: the two bandwidths the cost model needs."""
+
+    name: str
+    memory_gb_s: float  # GPU memory bandwidth, GB/s
+    link_gb_s: float  # host-to-GPU bandwidth in one direction, GB/s
+    memory_gb: float  # GPU memory, GB
+    source: str
+
+
+OFFLOAD_PRESETS = {
+    # T4 data sheet: 16 GB GDDR6 at 320 GB/s; PCIe Gen3 x16 (32 GB/s both directions, so 16 one way;
+    # 8 GT/s x 16 lanes x 128/130 encoding = 15.75 GB/s). Colab's free GPU.
+    "T4": OffloadSpec("T4", 320.0, 15.75, 16.0, "NVIDIA T4 data sheet (2019); PCI-SIG PCIe 3.0"),
+    # H200 data sheet (SXM): 141 GB HBM3e at 4.8 TB/s; PCIe Gen5 x16 (128 GB/s both directions,
+    # 32 GT/s x 16 lanes x 128/130 = 63 GB/s one way) to an x86 host.
+    "H200": OffloadSpec("H200", 4800.0, 63.0, 141.0, "NVIDIA H200 data sheet (2024); PCI-SIG PCIe 5.0"),
+}
+# <<< generated
+
+# >>> generated from inferlab/paged/offload.py:cost_model (python -m inferlab.snippetsync)
+def _spec(gpu: str | OffloadSpec) -> OffloadSpec:
+    if isinstance(gpu, OffloadSpec):
+        return gpu
+    if gpu not in OFFLOAD_PRESETS:
+        raise ValueError(f"gpu must be one of {sorted(OFFLOAD_PRESETS)} or an OffloadSpec, got {gpu!r}")
+    return OFFLOAD_PRESETS[gpu]
+
+
+def _check_bytes(weight_bytes: float, offloaded_bytes: float) -> None:
+    if weight_bytes <= 0:
+        raise ValueError(f"weight_bytes must be > 0, got {weight_bytes}")
+    if not 0 <= offloaded_bytes <= weight_bytes:
+        raise ValueError(f"offloaded_bytes must be in 0..weight_bytes ({weight_bytes:.3g}), got {offloaded_bytes}")
+
+
+def step_seconds(weight_bytes: float, offloaded_bytes: float, gpu: str | OffloadSpec) -> float:
+    """Return the memory-bound time of one decoding step: streamed weights + resident weights."""
+    _check_bytes(weight_bytes, offloaded_bytes)
+    spec = _spec(gpu)
+    resident_bytes = weight_bytes - offloaded_bytes
+    return offloaded_bytes / (spec.link_gb_s * GB) + resident_bytes / (spec.memory_gb_s * GB)
+
+
+def tokens_per_second(weight_bytes: float, offloaded_bytes: float, gpu: str | OffloadSpec, batch: int = 1) -> float:
+    """Return the decoding throughput bound: ``batch`` tokens per step, one step per weight read."""
+    if not isinstance(batch, int) or batch < 1:
+        raise ValueError(f"batch must be an integer >= 1, got {batch!r}")
+    return batch / step_seconds(weight_bytes, offloaded_bytes, gpu)
+
+
+def kv_capacity_tokens(weight_bytes: float, offloaded_bytes: float, gpu: str | OffloadSpec,
+                       kv_bytes_per_token: int, gpu_memory_utilization: float = 0.9,
+                       other_bytes: float = 1.0 * GB) -> int:
+    """Return how many tokens of KV cache fit in what the resident weights leave of the GPU budget."""
+    _check_bytes(weight_bytes, offloaded_bytes)
+    if not 0 < gpu_memory_utilization <= 1:
+        raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}")
+    if kv_bytes_per_token < 1:
+        raise ValueError(f"kv_bytes_per_token must be >= 1, got {kv_bytes_per_token}")
+    budget = _spec(gpu).memory_gb * GB * gpu_memory_utilization
+    free_for_kv = budget - (weight_bytes - offloaded_bytes) - other_bytes  # other: activations, CUDA graphs
+    return max(0, int(free_for_kv // kv_bytes_per_token))
+# <<< generated
+
+WEIGHT_BYTES = 1.54e9 * 2  # Qwen2.5-1.5B-Instruct: 1.54 B parameters in fp16
+KV_BYTES_PER_TOKEN = 2 * 28 * 2 * 128 * 2  # K and V x 28 layers x 2 kv heads x head_dim 128 x 2 bytes
+
+offloaded = [0, 0.5, 1, 1.5, 2, 2.5, 3]
+for gpu in OFFLOAD_PRESETS:
+    print(f"{gpu}: offloaded GB -> tokens/s (batch 1), KV-cache capacity in tokens")
+    for gb in offloaded:
+        rate = tokens_per_second(WEIGHT_BYTES, gb * GB, gpu)
+        capacity = kv_capacity_tokens(WEIGHT_BYTES, gb * GB, gpu, KV_BYTES_PER_TOKEN)
+        print(f"  {gb:3.1f} GB  {rate:8.1f} tok/s  {capacity:9,d} tokens")
+    plt.plot(offloaded, [tokens_per_second(WEIGHT_BYTES, gb * GB, gpu) for gb in offloaded], "o-", label=gpu)
+plt.yscale("log")
+plt.xlabel("weights offloaded to CPU (GB)")
+plt.ylabel("decode tokens/s, batch 1")
+plt.legend()
+plt.savefig(os.path.join(os.environ.get("INFERLAB_OUT", "."), "offload_model.png"), dpi=100)
