@@ -45,6 +45,19 @@ def figures_dir() -> Path:
     return folder
 
 
+def save_figure(fig, name: str) -> None:
+    """Save a figure as docs/figures/flash/<name>.png, plus the copy the zh-TW build looks for.
+
+    With ``fallback_to_default: false`` the i18n plugin gives the zh-TW build only files suffixed
+    ``.zh-TW``, so each figure also goes to ``<name>.zh-TW.png`` (same image, same link on both pages).
+    """
+    import shutil
+
+    path = figures_dir() / f"{name}.png"
+    fig.savefig(path, dpi=120)
+    shutil.copyfile(path, figures_dir() / f"{name}.zh-TW.png")
+
+
 # ---------------------------------------------------------------- CPU peak memory
 
 MEASURE_ONE = """
@@ -130,7 +143,7 @@ def plot_memory(values: dict) -> None:
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(figures_dir() / "memory_cpu.png", dpi=120)
+    save_figure(fig, "memory_cpu")
     plt.close(fig)
 
 
@@ -221,7 +234,7 @@ def plot_traffic(values: dict) -> None:
     right.legend()
     right.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(figures_dir() / "traffic.png", dpi=120)
+    save_figure(fig, "traffic")
     plt.close(fig)
 
 
@@ -245,7 +258,7 @@ def plot_roofline(values: dict) -> None:
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(figures_dir() / "roofline.png", dpi=120)
+    save_figure(fig, "roofline")
     plt.close(fig)
 
 
@@ -266,7 +279,7 @@ def plot_tiles(n_tiles: int = 8) -> None:
     ax.set_yticks([i + 0.5 for i in range(n_tiles)], [f"Q{n_tiles - 1 - i}" for i in range(n_tiles)])
     ax.set_title("blue: full tile, orange: masked inside, grey: skipped")
     fig.tight_layout()
-    fig.savefig(figures_dir() / "tiles_causal.png", dpi=120)
+    save_figure(fig, "tiles_causal")
     plt.close(fig)
 
 
@@ -365,7 +378,7 @@ def write_gpu_placeholder_if_missing() -> None:
         "rows": [{"status": NO_GPU_YET}],
         "forward_vs_sdpa_min_at_4k_plus": "—",
         "forward_vs_sdpa_goal": "0.80x",
-    }, command="python -m inferlab.flash.bench (placeholder until `python -m inferlab.flash.bench --gpu` runs)")
+    }, command="python -m inferlab.flash.bench (a placeholder until python -m inferlab.flash.bench --gpu runs on a GPU)")
 
 
 def plot_gpu(values: dict) -> None:
@@ -383,7 +396,7 @@ def plot_gpu(values: dict) -> None:
     axes[0].set_ylabel("TFLOP/s")
     axes[0].legend()
     fig.tight_layout()
-    fig.savefig(figures_dir() / "gpu_tflops.png", dpi=120)
+    save_figure(fig, "gpu_tflops")
     plt.close(fig)
 
 
