@@ -156,3 +156,14 @@ def test_generator_makes_sampling_reproducible():
     torch.manual_seed(1)  # the global seed must not matter when a generator is given
     second = sample_next(logits, generator=torch.Generator().manual_seed(5))
     assert torch.equal(first, second)
+
+
+def test_cached_generation_in_the_benchmark_draws_what_ancestral_sample_draws(tiny_pair):
+    # The benchmark reuses transformers' KV cache for speed; it must sample the same tokens.
+    from inferlab.decoding.bench import generate_cached
+
+    model, prompt = tiny_pair[0], [4, 8, 15]
+    settings = {"temperature": 1.3, "top_k": 30, "top_p": 0.95}
+    plain = ancestral_sample(model, 6, prompt=prompt, num_samples=3, generator=torch.Generator().manual_seed(2), **settings)
+    cached = generate_cached(model, torch.tensor([prompt] * 3), 6, torch.Generator().manual_seed(2), **settings)
+    assert torch.equal(plain, cached)
