@@ -81,7 +81,7 @@ def test_gradients_match_autograd_of_the_formula(n, d, causal):
     ref_out = explicit_attention(*ref_leaves, explicit_mask(n, n) if causal else None)
     ref_grads = torch.autograd.grad(ref_out, ref_leaves, grad_out.double())
     torch.testing.assert_close(out.double(), ref_out.detach(), **TOL)
-    for name, leaf, expected in zip("qkv", leaves, ref_grads):
+    for name, leaf, expected in zip("qkv", leaves, ref_grads, strict=True):
         torch.testing.assert_close(leaf.grad.double(), expected, **TOL, msg=lambda m, name=name: f"d{name}: {m}")
 
 

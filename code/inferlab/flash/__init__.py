@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from .reference import TrafficCounter, causal_mask, check_attention_inputs, standard_attention
 from .tiled import FlashAttention, flash_attention, flash_attention_backward, online_softmax_step
-from .traffic import GPU_PRESETS, GPUSpec, attention_flops, blocks_from_sram, estimate_runtime, hbm_traffic
+from .traffic import (
+    GPU_PRESETS,
+    GPUSpec,
+    attention_flops,
+    blocks_from_sram,
+    estimate_runtime,
+    hbm_traffic,
+)
 
 
 def triton_attention(q, k, v, causal: bool = False, block_q: int | None = None, block_k: int | None = None):

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import subprocess
 import sys
@@ -308,7 +307,8 @@ def run_gpu(ns: list[int], repeat: int = 10, command: str | None = None) -> dict
     }
     heads, d = 16, HEAD_DIM
     rows = []
-    configs = [(dt, c, n) for dt in (torch.float16, torch.bfloat16) for c in (False, True) for n in ns]
+    dtypes = (torch.float16, torch.bfloat16) if torch.cuda.is_bf16_supported() else (torch.float16,)
+    configs = [(dt, c, n) for dt in dtypes for c in (False, True) for n in ns]
     for dtype, causal, n in tqdm(configs, desc="GPU TFLOP/s"):
         batch = max(1, 16384 // n)  # the same 16k tokens per step at every N (Dao 2023, Section 4.1)
         q, k, v = (torch.randn(batch, heads, n, d, device="cuda", dtype=dtype, requires_grad=True) for _ in range(3))
@@ -318,12 +318,9 @@ def run_gpu(ns: list[int], repeat: int = 10, command: str | None = None) -> dict
         for name, fn in methods.items():
             row = {"method": name, "dtype": str(dtype).replace("torch.", ""), "causal": causal, "N": n}
             try:
-                fwd_s = cuda_time(lambda: fn(q, k, v, causal), repeat)
-                out = fn(q, k, v, causal)
-                bwd_s = cuda_time(lambda: torch.autograd.grad(out, (q, k, v), grad, retain_graph=True), repeat)
+                fwd_s, bwd_s = time_forward_backward(fn, q, k, v, grad, causal, repeat)
                 row["fwd_tflops"] = round(fwd_flops / fwd_s / 1e12, 1)
                 row["bwd_tflops"] = round(bwd_flops / bwd_s / 1e12, 1)
-                del out
             except torch.cuda.OutOfMemoryError:
                 row["fwd_tflops"] = row["bwd_tflops"] = "OOM"
             torch.cuda.empty_cache()
@@ -345,6 +342,16 @@ def run_gpu(ns: list[int], repeat: int = 10, command: str | None = None) -> dict
     }
     write_result("flash_gpu", values, command=command)
     return values
+
+
+def time_forward_backward(fn, q, k, v, grad, causal: bool, repeat: int) -> tuple[float, float]:
+    """Return the median seconds of one forward and of one backward pass of an attention function."""
+    import torch
+
+    fwd_s = cuda_time(lambda: fn(q, k, v, causal), repeat)
+    out = fn(q, k, v, causal)
+    bwd_s = cuda_time(lambda: torch.autograd.grad(out, (q, k, v), grad, retain_graph=True), repeat)
+    return fwd_s, bwd_s
 
 
 def cuda_time(fn, repeat: int) -> float:
@@ -385,7 +392,7 @@ def plot_gpu(values: dict) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
-    for ax, causal in zip(axes, (False, True)):
+    for ax, causal in zip(axes, (False, True), strict=True):
         for method in ("triton (ours)", "sdpa flash", "standard"):
             rows = [r for r in values["rows"] if r["method"] == method and r["causal"] == causal
                     and r["dtype"] == "float16" and isinstance(r["fwd_tflops"], float)]

@@ -31,7 +31,7 @@ BACKWARD_BLOCK = 256  # the PyTorch backward works on big tiles: fewer Python-le
 # --8<-- [start:kernel]
 @triton.jit
 def _attention_forward_kernel(
-    Q, K, V, O, L,  # pointers to (batch*heads, N, d) tensors and the (batch*heads, Nq) log-sum-exp
+    Q, K, V, Out, Lse,  # pointers to (batch*heads, N, d) tensors and the (batch*heads, Nq) log-sum-exp
     stride_q_batch, stride_q_row, stride_k_batch, stride_k_row,
     stride_v_batch, stride_v_row, stride_o_batch, stride_o_row,
     n_q, n_k, scale,
@@ -77,10 +77,10 @@ def _attention_forward_kernel(
 
     seen = row_sum > 0  # a row with no visible key outputs 0 (and L = -inf), never NaN
     out = tl.where(seen[:, None], acc / tl.where(seen, row_sum, 1.0)[:, None], 0.0)
-    o_ptrs = O + head * stride_o_batch + rows[:, None] * stride_o_row + dims[None, :]
-    tl.store(o_ptrs, out.to(O.dtype.element_ty), mask=rows[:, None] < n_q)
+    o_ptrs = Out + head * stride_o_batch + rows[:, None] * stride_o_row + dims[None, :]
+    tl.store(o_ptrs, out.to(Out.dtype.element_ty), mask=rows[:, None] < n_q)
     lse = (row_max + tl.math.log2(row_sum)) * 0.6931471805599453  # back to natural log
-    tl.store(L + head * n_q + rows, lse, mask=rows < n_q)
+    tl.store(Lse + head * n_q + rows, lse, mask=rows < n_q)
 # --8<-- [end:kernel]
 
 
