@@ -12,6 +12,7 @@ closed forms a reader derives.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -52,7 +53,8 @@ def _result(decoder: LlamaDecoder, tokens: torch.Tensor) -> GenerationResult:
 
 # --8<-- [start:naive]
 @torch.inference_mode()
-def generate_naive(decoder: LlamaDecoder, input_ids: torch.Tensor, max_new_tokens: int) -> GenerationResult:
+def generate_naive(decoder: LlamaDecoder, input_ids: torch.Tensor, max_new_tokens: int,
+                   on_token: Callable[[int], None] | None = None) -> GenerationResult:
     """Return greedy tokens made by re-running the whole sequence at every step (no cache)."""
     check_generation_args(decoder, input_ids, max_new_tokens)
     decoder.reset_counts()
@@ -61,6 +63,8 @@ def generate_naive(decoder: LlamaDecoder, input_ids: torch.Tensor, max_new_token
         logits = decoder(ids)  # recomputes keys and values for every position, old and new
         next_token = logits[:, -1].argmax(dim=-1, keepdim=True)
         ids = torch.cat([ids, next_token], dim=1)
+        if on_token:  # lets a benchmark time every step
+            on_token(ids.shape[1] - input_ids.shape[1])
     return _result(decoder, ids)
 # --8<-- [end:naive]
 
@@ -104,7 +108,8 @@ def forward_with_cache(decoder: LlamaDecoder, cache: KVCache, ids: torch.Tensor)
 
 # --8<-- [start:cached]
 @torch.inference_mode()
-def generate_cached(decoder: LlamaDecoder, input_ids: torch.Tensor, max_new_tokens: int) -> GenerationResult:
+def generate_cached(decoder: LlamaDecoder, input_ids: torch.Tensor, max_new_tokens: int,
+                    on_token: Callable[[int], None] | None = None) -> GenerationResult:
     """Return greedy tokens made with a KV cache: one prefill over the prompt, then one token per step."""
     check_generation_args(decoder, input_ids, max_new_tokens)
     decoder.reset_counts()
@@ -114,8 +119,12 @@ def generate_cached(decoder: LlamaDecoder, input_ids: torch.Tensor, max_new_toke
     cache = KVCache(decoder, batch, prompt_len + max_new_tokens)
     logits = forward_with_cache(decoder, cache, input_ids)  # prefill: all T prompt tokens at once
     new_tokens = [logits.argmax(dim=-1, keepdim=True)]
+    if on_token:
+        on_token(1)
     for _ in range(max_new_tokens - 1):  # decode: the newest token is the only input
         logits = forward_with_cache(decoder, cache, new_tokens[-1])
         new_tokens.append(logits.argmax(dim=-1, keepdim=True))
+        if on_token:
+            on_token(len(new_tokens))
     return _result(decoder, torch.cat([input_ids, *new_tokens], dim=1))
 # --8<-- [end:cached]
