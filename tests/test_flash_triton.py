@@ -122,6 +122,7 @@ def test_cpu_tensors_without_the_interpreter_are_refused(monkeypatch):
         triton_attention(q, q, q)
 
 
+# --8<-- [start:gpu_test]
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("causal", [False, True])
@@ -138,6 +139,7 @@ def test_gpu_kernel_matches_sdpa(n, d, causal, dtype):
     out = triton_attention(q, k, v, causal=causal)
     expected = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
     torch.testing.assert_close(out.float(), expected, atol=2e-2, rtol=2e-2)
+# --8<-- [end:gpu_test]
 
 
 @pytest.mark.gpu

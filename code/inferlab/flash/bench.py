@@ -282,6 +282,44 @@ def plot_tiles(n_tiles: int = 8) -> None:
     plt.close(fig)
 
 
+def plot_online_softmax(n_keys: int = 12, block: int = 3, seed: int = 3) -> None:
+    """Draw one query row's scores tile by tile with the running max and the rescaled running sum."""
+    import matplotlib.pyplot as plt
+    import torch
+
+    from .tiled import online_softmax_step
+
+    generator = torch.Generator().manual_seed(seed)
+    scores = torch.randn(1, n_keys, generator=generator) * 2
+    values = torch.zeros(n_keys, 1)  # only the max and the sum are drawn here
+    row_max, row_sum, acc = torch.full((1,), float("-inf")), torch.zeros(1), torch.zeros(1, 1)
+    maxima, sums = [], []
+    for start in range(0, n_keys, block):
+        row_max, row_sum, acc = online_softmax_step(row_max, row_sum, acc, scores[:, start:start + block], values[start:start + block])
+        maxima.append(row_max.item())
+        sums.append(row_sum.item())
+    full_sum = torch.exp(scores - scores.max()).sum().item()
+
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 5), sharex=True)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for tile, start in enumerate(range(0, n_keys, block)):
+        keys = list(range(start, min(start + block, n_keys)))
+        top.bar(keys, scores[0, keys].tolist(), color=colors[tile % len(colors)], label=f"tile {tile}")
+        top.hlines(maxima[tile], start - 0.4, n_keys - 0.6, colors="black", linestyles=":")
+        bottom.bar(start + (block - 1) / 2, sums[tile], width=block * 0.9, color=colors[tile % len(colors)])
+    bottom.axhline(full_sum, color="black", linestyle="--", label="full softmax denominator")
+    top.set_ylabel("score s_j")
+    top.set_title("scores by tile; dotted: running max m after each tile")
+    top.legend(ncol=4, fontsize=8)
+    bottom.set_ylabel("running sum l")
+    bottom.set_xlabel("key j")
+    bottom.set_title("running sum after each tile, rescaled to the current max")
+    bottom.legend(fontsize=8)
+    fig.tight_layout()
+    save_figure(fig, "online_softmax")
+    plt.close(fig)
+
+
 # ---------------------------------------------------------------- GPU throughput
 
 
@@ -423,6 +461,7 @@ def main(argv: list[str] | None = None) -> int:
     plot_traffic(traffic)
     plot_roofline(traffic)
     plot_tiles()
+    plot_online_softmax()
     write_gpu_placeholder_if_missing()
     memory = run_memory([n for n in MEMORY_NS if n <= 4096] if args.quick else MEMORY_NS, command=command)
     plot_memory(memory)
