@@ -254,3 +254,15 @@ def test_device_mismatch_is_refused():
 def test_bad_model_arguments_name_what_is_allowed(call, words):
     with pytest.raises(ValueError, match=words):
         call()
+
+
+def test_committed_traffic_results_are_current():
+    """The page's model numbers must be what the package computes now (rerun the bench if not)."""
+    import json
+    from pathlib import Path
+
+    from inferlab.flash.bench import traffic_values
+
+    committed = Path(__file__).resolve().parent.parent / "docs" / "results" / "flash_traffic.json"
+    stored = json.loads(committed.read_text(encoding="utf-8"))["values"]
+    assert stored == json.loads(json.dumps(traffic_values())), "run python -m inferlab.flash.bench"

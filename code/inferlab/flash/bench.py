@@ -150,7 +150,14 @@ def plot_memory(values: dict) -> None:
 
 
 def run_traffic() -> dict:
-    """Evaluate hbm_traffic and estimate_runtime over N and SRAM sizes; write flash_traffic.json."""
+    """Evaluate the traffic and runtime models and write flash_traffic.json."""
+    values = traffic_values()
+    write_result("flash_traffic", values, command="python -m inferlab.flash.bench (traffic model, no measurement)")
+    return values
+
+
+def traffic_values() -> dict:
+    """Return hbm_traffic and estimate_runtime over N and SRAM sizes, and the worked example."""
     rows = []
     for n in TRAFFIC_NS:
         row = {"N": n, "standard": hbm_traffic(n, HEAD_DIM, "standard")["total"]}
@@ -170,10 +177,8 @@ def run_traffic() -> dict:
             row[f"{gpu}_standard_ms"] = round(standard["runtime_s"] * 1e3, 4)
             row[f"{gpu}_flash_ms"] = round(flash["runtime_s"] * 1e3, 4)
         runtime_rows.append(row)
-    values = {"d": HEAD_DIM, "element_bytes": 4, "traffic_rows": rows, "runtime_rows": runtime_rows,
-              "example": worked_example()}
-    write_result("flash_traffic", values, command="python -m inferlab.flash.bench (traffic model, no measurement)")
-    return values
+    return {"d": HEAD_DIM, "element_bytes": 4, "traffic_rows": rows, "runtime_rows": runtime_rows,
+            "example": worked_example()}
 
 
 def worked_example() -> dict:
