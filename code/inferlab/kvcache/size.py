@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+# --8<-- [start:calculator]
 # --8<-- [start:presets]
 # Config values only, from each model's config.json on the Hugging Face hub.
 PRESETS: dict[str, dict[str, Any]] = {
@@ -118,3 +119,4 @@ def attention_variants(config: Any) -> dict[str, int]:
     source = PRESETS.get(config, config) if isinstance(config, str) else getattr(config, "config", config)
     heads = _get(getattr(source, "text_config", None) or source, "num_attention_heads", "num_heads")
     return {"MHA": int(heads), "GQA": shape["kv_heads"], "MQA": 1}
+# --8<-- [end:calculator]
