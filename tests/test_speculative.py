@@ -1,0 +1,444 @@
+"""Speculative decoding: exactness against the target's own distribution, greedy identity, formulas.
+
+References used (never the code's own output):
+- exact sequence probabilities of small table models, enumerated by brute force;
+- the law of total probability over the two uniforms one accept/resample step consumes;
+- plain greedy decoding of the target (``inferlab.models.greedy_generate``, no cache);
+- a per-path full forward of the Hugging Face model for the tree attention mask;
+- Leviathan et al. (2022), Section 3: Eq. (1), Corollary 3.10 and Theorem 3.11, and brute-force
+  enumeration of the number of accepted drafts.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+import torch
+from scipy.stats import chisquare
+
+from inferlab.models import greedy_generate
+from inferlab.speculative import (
+    arithmetic_cost_increase,
+    best_gamma,
+    expected_accepted_fraction,
+    expected_speedup,
+    expected_tokens_per_step,
+    find_draft,
+    prompt_lookup_decode,
+    sample_token,
+    speculative_sample,
+    speculative_sample_reference,
+    tree_attention_mask,
+    tree_speculative_decode,
+    verify_drafts,
+)
+from inferlab.speculative.tree import TreeModel, TreeNode
+
+# A chi-square test at a fixed seed is deterministic; we demand p > 1e-3, and the same statistic on
+# the draft's own (uncorrected) distribution must give p < 1e-6, which shows the test has power.
+P_VALUE_FLOOR = 1e-3
+
+
+class TableLM:
+    """A second-order table model: the next token's logits depend only on the last two tokens."""
+
+    def __init__(self, vocab: int, seed: int, scale: float = 1.5):
+        generator = torch.Generator().manual_seed(seed)
+        self.table = torch.randn(vocab, vocab, vocab, generator=generator) * scale
+        self.vocab_size = vocab
+
+    def __call__(self, ids: torch.Tensor) -> torch.Tensor:
+        previous = torch.cat([ids[:, :1], ids[:, :-1]], dim=1)  # the first position repeats itself
+        return self.table[previous, ids]
+
+    def next_probs(self, context: list[int], keep=None) -> torch.Tensor:
+        """Exact next-token distribution, optionally restricted by a filter written here in the test."""
+        logits = self.table[context[-2], context[-1]].double()
+        probs = logits.softmax(-1)
+        return keep(probs) if keep else probs
+
+
+def keep_top_k_then_top_p(k: int, top_p: float, temperature: float):
+    """Brute-force filter: temperature, then the k most likely, then the smallest set reaching top_p."""
+
+    def keep(probs: torch.Tensor) -> torch.Tensor:
+        tempered = (probs.log() / temperature).softmax(-1)
+        order = sorted(range(len(tempered)), key=lambda i: -float(tempered[i]))[:k]
+        mass = torch.zeros_like(tempered)
+        mass[order] = tempered[order] / tempered[order].sum()
+        chosen, total = [], 0.0
+        for i in order:  # most likely first, until the kept mass reaches top_p
+            chosen.append(i)
+            total += float(mass[i])
+            if total >= top_p:
+                break
+        out = torch.zeros_like(tempered)
+        out[chosen] = tempered[chosen] / tempered[chosen].sum()
+        return out
+
+    return keep
+
+
+def exact_sequence_probs(model: TableLM, prompt: list[int], length: int, keep=None) -> dict[tuple, float]:
+    """Brute force: the probability of every continuation of ``length`` tokens (chain rule)."""
+    probs = {}
+    for tail in itertools.product(range(model.vocab_size), repeat=length):
+        context, p = list(prompt), 1.0
+        for token in tail:
+            p *= float(model.next_probs(context, keep)[token])
+            context.append(token)
+        probs[tail] = p
+    return probs
+
+
+def chi_square_p(counts: dict[tuple, int], probs: dict[tuple, float], draws: int) -> float:
+    """Chi-square goodness of fit, pooling cells whose expected count is below 5."""
+    observed, expected, pooled_o, pooled_e = [], [], 0, 0.0
+    for cell, p in probs.items():
+        if p * draws < 5:
+            pooled_o, pooled_e = pooled_o + counts.get(cell, 0), pooled_e + p * draws
+        else:
+            observed.append(counts.get(cell, 0))
+            expected.append(p * draws)
+    if pooled_e > 0:
+        observed.append(pooled_o)
+        expected.append(pooled_e)
+    assert sum(observed) == draws, "a sampled sequence fell outside the enumerated support"
+    return float(chisquare(observed, expected).pvalue)
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny tensors: thread start-up costs more than the work (and the test box has 2 cores)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"temperature": 1.0, "top_k": None, "top_p": None},
+        {"temperature": 0.8, "top_k": 3, "top_p": 0.8},
+    ],
+    ids=["plain", "top_k_top_p"],
+)
+def test_speculative_sampling_is_exactly_the_target_distribution(settings, one_thread):
+    vocab, length, draws, prompt = 4, 3, 20_000, [1, 2]
+    target, draft = TableLM(vocab, seed=0), TableLM(vocab, seed=1, scale=1.0)
+    keep = None
+    if settings["top_k"] is not None:
+        keep = keep_top_k_then_top_p(settings["top_k"], settings["top_p"], settings["temperature"])
+    exact = exact_sequence_probs(target, prompt, length, keep)
+    generator = torch.Generator().manual_seed(1234)
+    counts: dict[tuple, int] = {}
+    accepted = drafted = 0
+    for _ in range(draws):
+        result = speculative_sample(target, draft, torch.tensor([prompt]), length, gamma=2, generator=generator, **settings)
+        cell = tuple(result.new_tokens[0].tolist())
+        counts[cell] = counts.get(cell, 0) + 1
+        accepted, drafted = accepted + result.accepted, drafted + result.drafted
+    assert 0.2 < accepted / drafted < 0.95, "the draft must disagree with the target for this test to mean anything"
+    assert chi_square_p(counts, exact, draws) > P_VALUE_FLOOR
+    # Power: the draft's own distribution is clearly rejected by the same test on the same samples.
+    draft_dist = exact_sequence_probs(draft, prompt, length, keep)
+    assert chi_square_p(counts, draft_dist, draws) < 1e-6
+
+
+def test_one_accept_or_resample_step_yields_p_exactly(monkeypatch):
+    """Law of total probability over the uniforms: sum_x q(x) P(output y | draft x) must equal p(y)."""
+    p = torch.tensor([0.45, 0.05, 0.3, 0.2], dtype=torch.float64)
+    q = torch.tensor([0.1, 0.4, 0.3, 0.2], dtype=torch.float64)
+    grid = 2000  # midpoints of [0, 1): the code's decisions are step functions of each uniform
+    uniforms = [(i + 0.5) / grid for i in range(grid)]
+    queue: list[float] = []
+
+    def fake_rand(*size, **kwargs):
+        shape = size[0] if size and isinstance(size[0], tuple) else size
+        count = math.prod(shape) if shape else 1
+        values = [queue.pop(0) for _ in range(count)]
+        return torch.tensor(values if shape else values[0], dtype=torch.float64).reshape(shape)
+
+    monkeypatch.setattr(torch, "rand", fake_rand)
+    output = torch.zeros(4, dtype=torch.float64)
+    p_rows, q_rows = torch.stack([p, p]), q[None]
+    for x in range(4):
+        # P(accept | x): run the code once per acceptance uniform (the resample uniform is then unused).
+        accepts = 0
+        for u in uniforms:
+            queue[:] = [u, 0.5]
+            kept, n_accepted, _ = verify_drafts(p_rows, q_rows, [x], None)
+            accepts += n_accepted == 1
+        accept_fraction = accepts / grid
+        # P(resampled token = y | rejected): force a rejection (u just below 1) and sweep the second uniform.
+        resample = torch.zeros(4, dtype=torch.float64)
+        if accepts < grid:  # p(x) < q(x): a rejection is possible
+            for u in uniforms:
+                queue[:] = [1 - 1e-12, u]
+                kept, n_accepted, _ = verify_drafts(p_rows, q_rows, [x], None)
+                assert n_accepted == 0
+                resample[kept[0]] += 1 / grid
+        output[x] += q[x] * accept_fraction
+        output += q[x] * (1 - accept_fraction) * resample
+    torch.testing.assert_close(output, p, atol=4 / grid, rtol=0)
+
+
+def test_sample_token_follows_the_weights(one_thread):
+    generator = torch.Generator().manual_seed(0)
+    weights = torch.tensor([0.0, 3.0, 1.0, 0.0, 6.0])
+    counts = torch.zeros(5)
+    for _ in range(20_000):
+        counts[sample_token(weights, generator)] += 1
+    assert counts[0] == counts[3] == 0  # zero weight: never drawn
+    assert chisquare(counts[[1, 2, 4]].tolist(), [6000, 2000, 12000]).pvalue > P_VALUE_FLOOR
+
+
+def test_q_equal_p_accepts_every_draft():
+    model = TableLM(5, seed=3)
+    generator = torch.Generator().manual_seed(0)
+    result = speculative_sample(model, model, torch.tensor([[0, 1]]), 40, gamma=4, generator=generator)
+    assert result.accepted == result.drafted > 0
+    assert result.alpha == 1.0
+    assert result.alpha_per_token == pytest.approx(1.0)
+    # Every round yields gamma + 1 tokens, so 40 tokens take ceil(40 / 5) target calls.
+    assert result.target_calls == math.ceil(40 / 5)
+
+
+def test_q_equal_p_on_a_transformer(tiny_pair):
+    target, _ = tiny_pair
+    result = speculative_sample(target, target, torch.tensor([[1, 2, 3]]), 24, gamma=3, generator=torch.Generator().manual_seed(0))
+    assert result.accepted == result.drafted
+    assert result.target_calls == math.ceil(24 / 4)
+
+
+@pytest.mark.parametrize("gamma", [1, 3, 6])
+def test_greedy_speculative_equals_plain_greedy(tiny_pair, gamma):
+    target, draft = tiny_pair
+    prompt = torch.tensor([[5, 17, 3, 88, 41]])
+    expected = greedy_generate(target, prompt, 30)
+    result = speculative_sample(target, draft, prompt, 30, gamma=gamma, temperature=0)
+    assert torch.equal(result.sequences, expected)
+    assert result.target_calls == result.rounds
+    # Target as its own draft: every draft agrees, so each call yields gamma + 1 tokens.
+    same = speculative_sample(target, target, prompt, 30, gamma=gamma, temperature=0)
+    assert torch.equal(same.sequences, expected)
+    assert same.target_calls == math.ceil(30 / (gamma + 1))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("gamma", [1, 4])
+def test_cached_sampler_matches_the_cache_free_reference_draw_for_draw(tiny_pair, seed, gamma):
+    target, draft = tiny_pair
+    prompt = torch.tensor([[7, 8, 9]])
+    settings = {"temperature": 1.3, "top_k": 40, "top_p": 0.95}
+    fast = speculative_sample(target, draft, prompt, 25, gamma, generator=torch.Generator().manual_seed(seed), **settings)
+    reference = speculative_sample_reference(
+        target, draft, prompt, 25, gamma, generator=torch.Generator().manual_seed(seed), **settings
+    )
+    assert torch.equal(fast.sequences, reference.sequences)
+    assert fast.accepted_per_round == reference.accepted_per_round
+    assert fast.target_calls == reference.target_calls and fast.draft_calls == reference.draft_calls
+
+
+def test_measured_tokens_per_call_follow_the_formula(one_thread):
+    """A context-free pair has the same acceptance probability alpha everywhere: Eq. (1) must hold."""
+    p = torch.tensor([0.5, 0.3, 0.2])
+    q = torch.tensor([0.2, 0.3, 0.5])
+    alpha = float(torch.minimum(p, q).sum())  # 0.7
+
+    def constant(probs):
+        return lambda ids: probs.log().expand(ids.shape[0], ids.shape[1], 3)
+
+    gamma, rounds = 4, []
+    generator = torch.Generator().manual_seed(0)
+    result = speculative_sample(constant(p), constant(q), torch.tensor([[0]]), 6000, gamma, generator=generator)
+    full_rounds = result.accepted_per_round[:-1]  # the last round may be cut short by max_new_tokens
+    rounds = torch.tensor(full_rounds, dtype=torch.float64) + 1
+    standard_error = float(rounds.std()) / math.sqrt(len(rounds))
+    assert abs(float(rounds.mean()) - expected_tokens_per_step(alpha, gamma)) < 4 * standard_error
+    measured_fraction = sum(full_rounds) / (gamma * len(full_rounds))
+    assert abs(measured_fraction - expected_accepted_fraction(alpha, gamma)) < 4 * standard_error / gamma
+
+
+def enumerated_tokens_per_step(alpha: float, gamma: int) -> float:
+    """Brute force: k drafts accepted then a stop (prob alpha^k (1-alpha)), or all gamma; each adds 1."""
+    outcomes = [(alpha**k * (1 - alpha), k + 1) for k in range(gamma)] + [(alpha**gamma, gamma + 1)]
+    return sum(probability * tokens for probability, tokens in outcomes)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.3, 0.6, 0.8, 0.95, 1.0])
+@pytest.mark.parametrize("gamma", [1, 2, 5, 10])
+def test_formulas_match_enumeration(alpha, gamma):
+    tokens = enumerated_tokens_per_step(alpha, gamma)
+    assert expected_tokens_per_step(alpha, gamma) == pytest.approx(tokens)
+    assert expected_speedup(alpha, gamma, 0.1) == pytest.approx(tokens / (gamma * 0.1 + 1))
+    # Leviathan et al., Theorem 3.11: ops grow by (1 - a)(g c^ + g + 1) / (1 - a^(g+1)); alpha = 1 as a limit.
+    c_hat = 0.05
+    assert arithmetic_cost_increase(alpha, gamma, c_hat) == pytest.approx((gamma * c_hat + gamma + 1) / tokens)
+    assert expected_accepted_fraction(alpha, gamma) == pytest.approx((tokens - 1) / gamma)
+
+
+def test_formulas_against_leviathan_section_3():
+    # Corollary 3.10: with gamma = 1 the improvement factor is (1 + alpha) / (1 + c).
+    for alpha, c in [(0.5, 0.1), (0.8, 0.05), (0.3, 0.4)]:
+        assert expected_speedup(alpha, 1, c) == pytest.approx((1 + alpha) / (1 + c))
+    # Section 3.5: speculation can only help when alpha > c; at gamma = 1 the speed-up is < 1 otherwise.
+    assert expected_speedup(0.2, 1, 0.3) < 1 < expected_speedup(0.4, 1, 0.3)
+    # Eq. (1) limits: alpha -> 1 gives gamma + 1 tokens, alpha = 0 gives exactly one.
+    assert expected_tokens_per_step(1 - 1e-9, 7) == pytest.approx(8, rel=1e-6)
+    assert expected_tokens_per_step(0.0, 7) == 1.0
+
+
+@pytest.mark.parametrize("alpha", [0.5, 0.7, 0.9])
+@pytest.mark.parametrize("c", [0.01, 0.05, 0.2])
+def test_best_gamma_is_the_brute_force_optimum(alpha, c):
+    speedups = {g: enumerated_tokens_per_step(alpha, g) / (g * c + 1) for g in range(1, 65)}
+    best = best_gamma(alpha, c)
+    assert speedups[best] == pytest.approx(max(speedups.values()))
+
+
+def test_find_draft_copies_what_followed_the_latest_match():
+    # Last 3-gram [1, 2, 3] occurred twice before; the latest occurrence was followed by 5, 6.
+    assert find_draft([1, 2, 3, 4, 9, 1, 2, 3, 5, 6, 1, 2, 3], max_ngram=3, num_draft=2) == [5, 6]
+    # No 3- or 2-gram match: fall back to the last token alone.
+    assert find_draft([1, 2, 3, 4, 9, 2, 3, 5, 6, 7, 3], max_ngram=3, num_draft=5) == [5, 6, 7, 3]
+    assert find_draft([1, 2, 3, 4, 9, 2, 3, 5, 6, 7, 3], max_ngram=3, num_draft=2) == [5, 6]
+    assert find_draft([4, 5, 6], max_ngram=3, num_draft=4) == []  # nothing repeats
+    assert find_draft([7], max_ngram=2, num_draft=4) == []
+
+
+def test_prompt_lookup_equals_plain_greedy(tiny_pair):
+    target, _ = tiny_pair
+    prompt = torch.tensor([[3, 4, 5, 6, 7, 8, 3, 4, 5, 6, 7, 8, 3, 4]])
+    result = prompt_lookup_decode(target, prompt, 30, max_ngram=3, num_draft=4)
+    assert torch.equal(result.sequences, greedy_generate(target, prompt, 30))
+    assert result.drafted > 0 and result.target_calls == result.rounds
+
+
+def test_prompt_lookup_on_a_copying_model_needs_few_calls():
+    """A model that continues a cycle 0,1,...,5: after one period in the prompt every copy is right."""
+    period = 6
+
+    def cycle(ids):
+        logits = torch.full((*ids.shape, period), -10.0)
+        logits.scatter_(-1, ((ids + 1) % period).unsqueeze(-1), 10.0)
+        return logits
+
+    prompt = torch.tensor([list(range(period)) + [0]])
+    result = prompt_lookup_decode(cycle, prompt, 24, max_ngram=2, num_draft=5)
+    assert result.new_tokens[0].tolist() == [(1 + i) % period for i in range(24)]
+    assert result.accepted == result.drafted
+    assert result.target_calls == math.ceil(24 / 6)
+
+
+def test_tree_mask_gives_each_node_its_own_branch(tiny_pair):
+    """Tree logits from one masked call equal a plain forward over prefix + that node's path."""
+    target, _ = tiny_pair
+    prefix = torch.tensor([[11, 12, 13, 14]])
+    nodes = [TreeNode(20, -1, 1), TreeNode(21, -1, 1), TreeNode(30, 0, 2), TreeNode(31, 0, 2), TreeNode(40, 3, 3)]
+    model = TreeModel(target)
+    model.new_logits(prefix[:, :2])  # part of the prefix is cached already, part is new
+    rows = model.tree_logits(prefix, nodes, list(range(len(nodes))))
+    assert rows.shape[0] == 2 + len(nodes)
+    paths = {0: [20], 1: [21], 2: [20, 30], 3: [20, 31], 4: [20, 31, 40]}
+    with torch.no_grad():
+        torch.testing.assert_close(rows[1], target(prefix).logits[0, -1], atol=1e-4, rtol=1e-4)
+        for i, path in paths.items():
+            expected = target(torch.cat([prefix, torch.tensor([path])], 1)).logits[0, -1]
+            torch.testing.assert_close(rows[2 + i], expected, atol=1e-4, rtol=1e-4)
+    mask = tree_attention_mask(1, nodes)
+    assert mask[4].tolist() == [True, True, False, False, True, True]  # prefix, node 0, node 3, itself
+
+
+@pytest.mark.parametrize("branching", [(1,), (2, 2, 1, 1), (3, 2), (1, 1, 1, 1, 1)])
+def test_tree_decoding_equals_plain_greedy(tiny_pair, branching):
+    target, draft = tiny_pair
+    prompt = torch.tensor([[2, 40, 60, 9]])
+    expected = greedy_generate(target, prompt, 25)
+    assert torch.equal(tree_speculative_decode(target, draft, prompt, 25, branching).sequences, expected)
+    # With the target drafting for itself the first branch is always right: depth + 1 tokens per call.
+    same = tree_speculative_decode(target, target, prompt, 25, branching)
+    assert torch.equal(same.sequences, expected)
+    assert same.target_calls == math.ceil(25 / (len(branching) + 1))
+
+
+def test_tree_decoding_on_table_models_equals_greedy():
+    target, draft = TableLM(6, seed=5, scale=2.0), TableLM(6, seed=6, scale=2.0)
+    prompt = torch.tensor([[1, 2]])
+    expected = greedy_generate(target, prompt, 15)
+    assert torch.equal(tree_speculative_decode(target, draft, prompt, 15, (3, 2)).sequences, expected)
+
+
+def test_wider_trees_need_fewer_target_calls_than_chains():
+    """A draft whose second choice is often the target's first: branches catch what a chain misses."""
+    target, draft = TableLM(6, seed=7, scale=2.0), TableLM(6, seed=7, scale=2.0)
+    draft.table = draft.table + torch.randn(draft.table.shape, generator=torch.Generator().manual_seed(8)) * 1.5
+    prompt = torch.tensor([[1, 2]])
+    chain = tree_speculative_decode(target, draft, prompt, 60, (1, 1, 1))
+    tree = tree_speculative_decode(target, draft, prompt, 60, (3, 3, 3))
+    assert torch.equal(chain.sequences, tree.sequences)
+    assert tree.target_calls < chain.target_calls
+
+
+class CallCounter:
+    """A logits function that fails the test if an invalid call gets as far as running the model."""
+
+    vocab_size = 5
+
+    def __call__(self, ids):
+        raise AssertionError("the model ran before the arguments were checked")
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"gamma": 0}, "gamma must be an integer >= 1"),
+        ({"gamma": 2.0}, "gamma must be an integer >= 1"),
+        ({"max_new_tokens": -1}, "max_new_tokens must be an integer >= 0"),
+        ({"temperature": -0.5}, "temperature must be >= 0"),
+        ({"top_k": 0}, "top_k must be an integer >= 1"),
+        ({"top_p": 1.5}, "top_p must be a number in (0, 1]"),
+        ({"input_ids": torch.tensor([[1, 2], [3, 4]])}, "batch size must be 1, got 2"),
+        ({"input_ids": torch.tensor([1, 2])}, "must have shape (1, length >= 1)"),
+    ],
+)
+@pytest.mark.parametrize("sampler", [speculative_sample, speculative_sample_reference])
+def test_bad_input_is_rejected_before_any_work(sampler, kwargs, message):
+    arguments = {"input_ids": torch.tensor([[1, 2]]), "max_new_tokens": 4, "gamma": 2} | kwargs
+    with pytest.raises(ValueError) as error:
+        sampler(CallCounter(), CallCounter(), **arguments)
+    assert message in str(error.value)
+
+
+def test_vocabulary_mismatch_names_both_sizes(tiny_pair):
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+    from conftest import tiny_llama
+
+    target, _ = tiny_pair
+    small_vocab_draft = tiny_llama(vocab_size=50, hidden=16, layers=1, heads=2, kv_heads=1)
+    for call in (
+        lambda: speculative_sample(target, small_vocab_draft, torch.tensor([[1]]), 3, 2),
+        lambda: tree_speculative_decode(target, small_vocab_draft, torch.tensor([[1]]), 3),
+    ):
+        with pytest.raises(ValueError, match="target has 97 logits, draft has 50"):
+            call()
+
+
+def test_other_decoders_reject_bad_input():
+    with pytest.raises(ValueError, match="num_draft must be an integer >= 1"):
+        prompt_lookup_decode(CallCounter(), torch.tensor([[1, 2]]), 4, num_draft=0)
+    with pytest.raises(ValueError, match="max_ngram must be an integer >= 1"):
+        prompt_lookup_decode(CallCounter(), torch.tensor([[1, 2]]), 4, max_ngram=0)
+    with pytest.raises(ValueError, match="branching must be a non-empty sequence"):
+        tree_speculative_decode(CallCounter(), CallCounter(), torch.tensor([[1, 2]]), 4, branching=(2, 0))
+    with pytest.raises(ValueError, match="batch size must be 1"):
+        tree_speculative_decode(CallCounter(), CallCounter(), torch.tensor([[1], [2]]), 4)
+    for bad in ({"alpha": 1.5, "gamma": 2, "c": 0.1}, {"alpha": 0.5, "gamma": 0, "c": 0.1}, {"alpha": 0.5, "gamma": 2, "c": -1}):
+        with pytest.raises(ValueError, match=next(k for k in ("alpha", "gamma", "c") if bad[k] in (1.5, 0, -1))):
+            expected_speedup(**bad)
