@@ -118,6 +118,14 @@ def test_dp_on_a_time_varying_chain():
         assert math.exp(result.logprob) == pytest.approx(best_p, rel=1e-9)
 
 
+def test_dp_order_zero_against_brute_force():
+    model = MarkovModel.random(0, 3, seed=5)  # independent tokens
+    best_p, best_sequences = exhaustive_best(model, 4)
+    result = map_decode_dp(model, 4)
+    assert tuple(result.tokens) in best_sequences
+    assert math.exp(result.logprob) == pytest.approx(best_p, rel=1e-9)
+
+
 def test_dp_with_ties_returns_one_of_the_best():
     uniform = MarkovModel(1, [[0.5, 0.5], [[0.5, 0.5], [0.5, 0.5]]])
     result = map_decode_dp(uniform, 4)

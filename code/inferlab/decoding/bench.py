@@ -270,6 +270,11 @@ def plot_shapes(name: str, settings: list[dict], labels: list[str]) -> None:
     plt.close(fig)
 
 
+def cache_argument(out):
+    """Return the keyword that hands the KV cache back: newer transformers say `cache`, older `past_key_values`."""
+    return {"cache": out["cache"]} if "cache" in out else {"past_key_values": out["past_key_values"]}
+
+
 def generate_cached(model: Any, ids: torch.Tensor, length: int, generator: torch.Generator, **sampling) -> torch.Tensor:
     """Return ``length`` new tokens per row, sampled like ``ancestral_sample`` but reusing the model's KV cache.
 
@@ -287,7 +292,7 @@ def generate_cached(model: Any, ids: torch.Tensor, length: int, generator: torch
             else:
                 token = sample_next(logits, generator=generator, **sampling)
             new_tokens.append(token)
-            out = model(token.unsqueeze(-1), past_key_values=out.past_key_values, use_cache=True)
+            out = model(token.unsqueeze(-1), use_cache=True, **cache_argument(out))
     return torch.stack(new_tokens, dim=1)
 
 

@@ -173,6 +173,43 @@ def map_decode_bruteforce(
 
 
 # --8<-- [start:map_dp]
+def kth_order_dp(log_conditional, length: int, order: int) -> tuple[list[int], float, int]:
+    """Return (best tokens, their log-probability, operations) for an order-k model; k = 1 is Viterbi.
+
+    ``log_conditional(step)`` gives log p(x_{step+1} | last m tokens) as a tensor of shape
+    (V,)*m + (V,) with m = min(step, order): axis i is the i-th context token, the last axis the
+    next token.
+    """
+    # delta[w] = best log-probability of any prefix whose last min(t, k) tokens are w.
+    delta = torch.zeros((), dtype=torch.float64)  # t = 0: the empty prefix has probability 1
+    back_pointers = []  # for each step t >= k: the best dropped token, for every new state
+    operations = 0
+    for step in range(length):
+        # scores[w, x] = delta[w] + log p(x | w): every (state, next token) pair, V^(m+1) of them.
+        scores = delta.unsqueeze(-1) + log_conditional(step)
+        operations += scores.numel()
+        if order == 0:  # no context: each token is chosen on its own
+            delta, best = scores.max(dim=0)
+            back_pointers.append(int(best))
+        elif step < order:  # the state still grows by one token: nothing to choose yet
+            delta = scores
+            back_pointers.append(None)
+        else:  # new state (w_2..w_k, x): keep the best over the oldest token w_1 that falls out
+            delta, best_oldest = scores.max(dim=0)
+            back_pointers.append(best_oldest)
+    if order == 0:
+        return back_pointers, float(delta), operations
+
+    # Read the best final state, then follow the back-pointers to recover the dropped tokens.
+    final_state = torch.unravel_index(delta.argmax(), delta.shape)
+    tokens = [int(t) for t in final_state]  # the last min(T, k) tokens
+    for step in range(length - 1, order - 1, -1):
+        state_after_step = tuple(tokens[:order])
+        tokens.insert(0, int(back_pointers[step][state_after_step]))
+    return tokens, float(delta.max()), operations
+# --8<-- [end:map_dp]
+
+
 def map_decode_dp(model: Any, length: int, order: int | None = None) -> Decoded:
     """Return the most probable sequence of a k-th order model by dynamic programming (k = 1: Viterbi)."""
     check_length(length)
@@ -189,33 +226,8 @@ def map_decode_dp(model: Any, length: int, order: int | None = None) -> Decoded:
             f"a smaller state would forget context the model uses"
         )
     check_model_length(model, length)
-
-    # delta[w] = best log-probability of any prefix whose last min(t, k) tokens are w.
-    delta = torch.zeros((), dtype=torch.float64)  # t = 0: the empty prefix has probability 1
-    best_oldest = []  # back-pointers: for each step t >= k, the best dropped token per new state
-    operations = 0
-    for step in range(length):
-        # scores[w, x] = delta[w] + log p(x | w): every (state, next token) pair, V^(m+1) of them.
-        scores = delta.unsqueeze(-1) + model.log_conditional(step, k)
-        operations += scores.numel()
-        if step < k or k == 0:
-            delta = scores if k else scores.max()  # the state still grows: nothing to choose yet
-            best_oldest.append(None if k else scores.argmax())
-        else:
-            # New state (w_2..w_k, x): keep the best over the oldest token w_1 that falls out.
-            delta, argmax = scores.max(dim=0)
-            best_oldest.append(argmax)
-
-    # Read the best final state, then follow the back-pointers to recover the dropped tokens.
-    if k == 0:
-        return Decoded([int(t) for t in best_oldest], float(delta), operations)
-    final_state = torch.unravel_index(delta.argmax(), delta.shape)
-    tokens = [int(t) for t in final_state]  # the last min(T, k) tokens
-    for step in range(length - 1, k - 1, -1):
-        newest_k = tuple(tokens[:k])  # the state after this step
-        tokens.insert(0, int(best_oldest[step][newest_k]))
-    return Decoded(tokens, float(delta.max()), operations)
-# --8<-- [end:map_dp]
+    tokens, logprob, operations = kth_order_dp(lambda step: model.log_conditional(step, k), length, k)
+    return Decoded(tokens, logprob, operations)
 
 
 def dp_operations(vocab: int, length: int, order: int) -> int:
