@@ -6,6 +6,7 @@ Writes, under docs/results/ and docs/figures/kvcache/:
 - kvcache_prefill_decode: prefill time vs per-token decode time as the prompt length T grows
 - kvcache_train_vs_generate: one teacher-forced forward over L tokens vs L sequential decode steps
 - kvcache_vs_transformers: our cached loop vs generate(use_cache=True), DynamicCache vs StaticCache
+- kvcache_causality: how much earlier keys change when the next token changes, causal vs not
 - kvcache_sizes: cache bytes of three real models (config values) and the bundled target
 
 Every ratio is measured side by side in one run (interleaved), on the model given (the bundled
@@ -15,6 +16,7 @@ target by default).
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import sys
 import time
@@ -80,6 +82,24 @@ def bench_naive_vs_cached(decoder, T: int, ks: list[int], repeat: int) -> dict:
             "naive_keys": naive_keys, "cached_keys": cached_keys, "key_ratio": naive_keys / cached_keys,
         })
     return {"T": T, "repeat": repeat, "rows": rows, "largest": rows[-1]}
+
+
+def causality(decoder, T: int = 32) -> dict:
+    """Return, per layer, how much the keys of T earlier tokens change when the appended token changes."""
+    prefix = prompt(decoder, T)
+    first = torch.cat([prefix, torch.tensor([[5]])], dim=1)
+    second = torch.cat([prefix, torch.tensor([[6]])], dim=1)
+    rows = []
+    with torch.inference_mode():
+        changes = {}
+        for causal in (True, False):
+            pairs = zip(decoder.layer_keys(first, causal=causal), decoder.layer_keys(second, causal=causal))
+            changes[causal] = [(a[:, :, :T] - b[:, :, :T]).abs().max().item() for a, b in pairs]
+    for layer in range(decoder.num_layers):
+        rows.append({"layer": layer, "causal_max_change": changes[True][layer],
+                     "bidirectional_max_change": changes[False][layer]})
+    return {"T": T, "rows": rows, "causal_all_identical": all(c == 0.0 for c in changes[True]),
+            "bidirectional_layers_changed": sum(c > 0.0 for c in changes[False])}
 
 
 def bench_prefill_decode(decoder, lengths: list[int], decode_steps: int, repeat: int) -> dict:
@@ -235,6 +255,11 @@ def draw_figures(figures: Path) -> list[Path]:
     written.append(figures / "cache_per_token.png")
     fig.savefig(written[-1], dpi=120)
     plt.close(fig)
+    # The zh-TW build looks for localized assets (name.zh-TW.png); the plots carry no text to translate.
+    for path in list(written):
+        localized = path.with_name(path.stem + ".zh-TW" + path.suffix)
+        shutil.copyfile(path, localized)
+        written.append(localized)
     return written
 
 
@@ -265,6 +290,7 @@ def main(argv: list[str] | None = None) -> int:
         hf_k = 128
     steps = [
         ("kvcache_sizes", lambda: cache_sizes(decoder)),
+        ("kvcache_causality", lambda: causality(decoder)),
         ("kvcache_naive_vs_cached", lambda: bench_naive_vs_cached(decoder, 16, ks, 1)),
         ("kvcache_prefill_decode", lambda: bench_prefill_decode(decoder, lengths, 16, repeat)),
         ("kvcache_train_vs_generate", lambda: bench_train_vs_generate(decoder, train_lengths, repeat)),

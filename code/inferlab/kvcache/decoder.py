@@ -316,6 +316,7 @@ class LlamaDecoder(nn.Module):
 
     embed_tokens = embed_ids  # alias: the name Hugging Face uses
 
+    # --8<-- [start:layer_keys]
     def layer_keys(self, ids: torch.Tensor, causal: bool = True) -> list[torch.Tensor]:
         """Return every layer's keys (batch, kv_heads, T, head_dim) for ids, with or without the causal mask."""
         self.check_ids(ids)
@@ -326,6 +327,7 @@ class LlamaDecoder(nn.Module):
             keys.append(k)
             h = layer.finish(h, causal_attention(q, k, v, causal=causal))
         return keys
+    # --8<-- [end:layer_keys]
 
     @classmethod
     def from_pretrained(cls, path_or_model: Any, dtype: torch.dtype | None = None,

@@ -25,7 +25,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "head_dim": 128, "hidden_size": 3072, "max_position_embeddings": 131072,
     },
     "Gemma-3-1B": {
-        # Gemma 3 also gives 5 of every 6 layers a sliding window (Gemma Team, 2025, Sec. 2.2),
+        # Gemma 3 also gives 5 of every 6 layers a sliding window (Gemma Team, 2025, Gemma 3 Technical Report, Sec. 2),
         # which caps their cache; the formula below is the full-attention upper bound.
         "source": "https://huggingface.co/google/gemma-3-1b-it/blob/main/config.json",
         "num_hidden_layers": 26, "num_attention_heads": 4, "num_key_value_heads": 1,
