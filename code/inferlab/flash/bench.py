@@ -266,22 +266,32 @@ def plot_roofline(values: dict) -> None:
     plt.close(fig)
 
 
-def plot_tiles(n_tiles: int = 8) -> None:
-    """Draw which (query tile, key tile) pairs the causal forward visits, and the diagonal tiles it masks."""
+def plot_tiles(n_tiles: int = 8, block: int = 4) -> None:
+    """Draw which (query tile, key tile) pairs the causal forward visits, as the code decides it."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import Rectangle
 
-    fig, ax = plt.subplots(figsize=(4.5, 4.5))
+    from .tiled import tile_crosses_diagonal, visible_key_end
+
+    n = n_tiles * block
+    fig, ax = plt.subplots(figsize=(4.5, 4.8))
     for row in range(n_tiles):
+        q_start, q_end = row * block, (row + 1) * block
         for col in range(n_tiles):
-            color = "#cfd8ff" if col < row else ("#ffd27f" if col == row else "#f2f2f2")
+            k_start, k_end = col * block, (col + 1) * block
+            if k_start >= visible_key_end(q_end, n, n, causal=True):
+                color = "#f2f2f2"  # never loaded
+            elif not tile_crosses_diagonal(q_start, k_end, n, n):
+                color = "#cfd8ff"  # loaded, no mask needed
+            else:
+                color = "#ffd27f"  # loaded, masked inside
             ax.add_patch(Rectangle((col, n_tiles - 1 - row), 1, 1, facecolor=color, edgecolor="black"))
     ax.set_xlim(0, n_tiles)
     ax.set_ylim(0, n_tiles)
     ax.set_aspect("equal")
     ax.set_xticks([i + 0.5 for i in range(n_tiles)], [f"K{i}" for i in range(n_tiles)])
     ax.set_yticks([i + 0.5 for i in range(n_tiles)], [f"Q{n_tiles - 1 - i}" for i in range(n_tiles)])
-    ax.set_title("blue: full tile, orange: masked inside, grey: skipped")
+    ax.set_title("causal forward, 8 x 8 tiles\nblue: loaded, orange: loaded and masked inside,\ngrey: skipped", fontsize=9)
     fig.tight_layout()
     save_figure(fig, "tiles_causal")
     plt.close(fig)

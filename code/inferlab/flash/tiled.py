@@ -42,6 +42,11 @@ def first_visible_query(k_start: int, n_q: int, n_k: int, causal: bool) -> int:
     return max(0, k_start - (n_k - n_q))
 
 
+def tile_crosses_diagonal(q_start: int, k_end: int, n_q: int, n_k: int) -> bool:
+    """Return True when some query of the tile may not see some key of the tile (a mask is needed)."""
+    return k_end - 1 > q_start + n_k - n_q
+
+
 def tile_mask(q_start: int, q_end: int, k_start: int, k_end: int, n_q: int, n_k: int, device) -> torch.Tensor:
     """Return the causal mask of one (query tile, key tile) pair: True where query i may see key j."""
     query_position = torch.arange(q_start, q_end, device=device)[:, None] + (n_k - n_q)
@@ -98,7 +103,7 @@ def flash_attention(
             k_tile = hbm.read(k[..., k_start:k_end, :]).float()
             v_tile = hbm.read(v[..., k_start:k_end, :]).float()
             scores = q_tile @ k_tile.transpose(-2, -1) * scale  # only a block_q x block_k piece of S
-            if causal:
+            if causal and tile_crosses_diagonal(q_start, k_end, n_q, n_k):  # tiles below it need no mask
                 scores = scores.masked_fill(~tile_mask(q_start, q_end, k_start, k_end, n_q, n_k, q.device), NEG_INF)
             row_max, row_sum, acc = online_softmax_step(row_max, row_sum, acc, scores, v_tile)
 
@@ -146,7 +151,7 @@ def flash_attention_backward(
             # Recompute P = exp(S - L) exactly as the forward normalised it; no N x N matrix was stored.
             probs = torch.exp(scores - lse[..., q_start:q_end, None])
             hidden = ~torch.isfinite(lse[..., q_start:q_end, None])  # rows that saw no key
-            if causal:
+            if causal and tile_crosses_diagonal(q_start, k_end, n_q, n_k):
                 hidden = hidden | ~tile_mask(q_start, q_end, k_start, k_end, n_q, n_k, q.device)
             probs = probs.masked_fill(hidden, 0.0)
             grad_v[..., k_start:k_end, :] += probs.transpose(-2, -1) @ do_tile
