@@ -7,8 +7,9 @@ three filters reproduce Hugging Face's ``TemperatureLogitsWarper``, ``TopKLogits
 in the order ``generate`` does: temperature, then top-k, then top-p.
 
 References: temperature (Ackley, Hinton and Sejnowski 1985; Hinton et al. 2015), top-k (Fan, Lewis
-and Dauphin 2018, "Hierarchical Neural Story Generation", section 5.1), top-p / nucleus (Holtzman
-et al. 2020, "The Curious Case of Neural Text Degeneration", section 3.1).
+and Dauphin 2018, "Hierarchical Neural Story Generation"), top-p / nucleus (Holtzman et al. 2020,
+"The Curious Case of Neural Text Degeneration", section 3.1); distinct-n (Li et al. 2016, "A
+Diversity-Promoting Objective Function for Neural Conversation Models").
 """
 
 from __future__ import annotations
