@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import math
 import random
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -85,6 +86,17 @@ def figures_dir() -> Path:
     folder = results_dir().parent / "figures" / "decoding"
     folder.mkdir(parents=True, exist_ok=True)
     return folder
+
+
+def save_figure(fig, name: str) -> None:
+    """Save docs/figures/decoding/<name>.png and the <name>.zh-TW.png copy the zh-TW build reads.
+
+    With ``fallback_to_default: false`` the i18n plugin serves the zh-TW pages only ``.zh-TW``
+    files, so both languages link ``<name>.png`` and each build finds its own copy.
+    """
+    path = figures_dir() / f"{name}.png"
+    fig.savefig(path, dpi=120)
+    shutil.copyfile(path, figures_dir() / f"{name}.zh-TW.png")
 
 
 def pyplot():
@@ -196,7 +208,7 @@ def plot_dp(rows: list[dict], vocab: int, order: int) -> None:
         ax.grid(True, which="both", alpha=0.3)
         ax.legend()
     fig.tight_layout()
-    fig.savefig(figures_dir() / "dp_vs_bruteforce.png", dpi=120)
+    save_figure(fig, "dp_vs_bruteforce")
     plt.close(fig)
 
 
@@ -266,7 +278,7 @@ def plot_shapes(name: str, settings: list[dict], labels: list[str]) -> None:
     ax.legend(fontsize=8)
     ax.grid(True, axis="y", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(figures_dir() / f"{name}.png", dpi=120)
+    save_figure(fig, name)
     plt.close(fig)
 
 
@@ -334,7 +346,7 @@ def plot_repetition(rows: list[dict]) -> None:
     ax.legend(fontsize=8)
     ax.grid(True, axis="y", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(figures_dir() / "repetition.png", dpi=120)
+    save_figure(fig, "repetition")
     plt.close(fig)
 
 
