@@ -19,6 +19,7 @@ THIRD = [  # p(x3 | x1, x2), indexed [x1][x2]
 ]
 # <<< generated
 
+# --8<-- [start:demo]
 NAMES = "AB"
 
 
@@ -44,3 +45,4 @@ g = greedy()
 best = max(every, key=every.get)
 print("greedy:", "".join(NAMES[t] for t in g), f"p = {every[g]:.3f}")
 print("MAP:   ", "".join(NAMES[t] for t in best), f"p = {every[best]:.3f}")
+# --8<-- [end:demo]

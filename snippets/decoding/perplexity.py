@@ -13,6 +13,7 @@ TARGET = os.environ.get("INFERLAB_TARGET", "Qwen/Qwen2.5-1.5B-Instruct")
 tokenizer = AutoTokenizer.from_pretrained(TARGET)
 model = AutoModelForCausalLM.from_pretrained(TARGET).eval()
 
+# --8<-- [start:demo]
 text = "for key, value in sorted(items.items()):\n    print(key, value)\n"
 ids = tokenizer(text, return_tensors="pt").input_ids
 with torch.no_grad():
@@ -33,3 +34,4 @@ with torch.no_grad():
     loss = model(ids, labels=ids).loss.item()
 assert abs(loss - mean_nll) < 1e-4, (loss, mean_nll)
 print(f"transformers' loss = {loss:.3f}: the same mean negative log-likelihood")
+# --8<-- [end:demo]

@@ -51,6 +51,7 @@ def distinct_n(sequences: Sequence[Sequence[int]], n: int) -> float:
     return len(set(all_ngrams)) / len(all_ngrams)
 # <<< generated
 
+# --8<-- [start:demo]
 TARGET = os.environ.get("INFERLAB_TARGET", "Qwen/Qwen2.5-1.5B-Instruct")
 NEW_TOKENS = 24 if os.environ.get("INFERLAB_FAST") else 64
 tokenizer = AutoTokenizer.from_pretrained(TARGET)
@@ -93,3 +94,4 @@ nucleus = generate(lambda z: torch.multinomial(top_p_filter(z, 0.9).softmax(-1),
 for name, tokens in (("greedy", greedy), ("top-p 0.9", nucleus)):
     print(f"--- {name}: distinct-2 = {distinct_n([tokens], 2):.2f}")
     print(tokenizer.decode(tokens))
+# --8<-- [end:demo]

@@ -46,6 +46,7 @@ def kth_order_dp(log_conditional, length: int, order: int) -> tuple[list[int], f
     return tokens, float(delta.max()), operations
 # <<< generated
 
+# --8<-- [start:demo]
 ORDER, VOCAB = 2, 3
 LENGTH = 6 if os.environ.get("INFERLAB_FAST") else 8
 generator = torch.Generator().manual_seed(0)
@@ -75,3 +76,4 @@ for length in range(1, LENGTH + 1):
     bf_tokens, bf_logp, bf_ops = brute_force(length)
     assert abs(dp_logp - bf_logp) < 1e-9, (dp_logp, bf_logp)
     print(f"T={length}: best log p = {dp_logp:.4f}  DP operations = {dp_ops:5d}  brute force = {bf_ops:6d}")
+# --8<-- [end:demo]
