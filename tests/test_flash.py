@@ -266,3 +266,28 @@ def test_committed_traffic_results_are_current():
     committed = Path(__file__).resolve().parent.parent / "docs" / "results" / "flash_traffic.json"
     stored = json.loads(committed.read_text(encoding="utf-8"))["values"]
     assert stored == json.loads(json.dumps(traffic_values())), "run python -m inferlab.flash.bench"
+
+
+# ---------------------------------------------------------------- inside a Hugging Face model
+
+
+def test_tiled_attention_inside_llama_matches_its_own_attention(tiny_pair):
+    from inferlab.flash.hf import use_flash_attention
+
+    model = tiny_pair[0]  # grouped-query attention: 4 query heads, 2 key/value heads
+    ids = torch.randint(0, 97, (2, 70), generator=torch.Generator().manual_seed(0))
+    before = model.config._attn_implementation
+    try:
+        model.set_attn_implementation("eager")
+        with torch.no_grad():
+            expected_logits = model(ids, use_cache=False).logits
+            expected_tokens = model.generate(ids[:1, :9], max_new_tokens=8, do_sample=False)
+        use_flash_attention(model)
+        with torch.no_grad():
+            torch.testing.assert_close(model(ids, use_cache=False).logits, expected_logits, **TOL)
+            # Cached decoding: each step is 1 query against all earlier keys.
+            assert torch.equal(model.generate(ids[:1, :9], max_new_tokens=8, do_sample=False), expected_tokens)
+            with pytest.raises(ValueError, match="padding"):
+                model(ids[:, :5], attention_mask=torch.tensor([[1, 1, 1, 1, 1], [0, 1, 1, 1, 1]]), use_cache=False)
+    finally:
+        model.set_attn_implementation(before)

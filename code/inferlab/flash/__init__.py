@@ -8,6 +8,7 @@ as a GPU kernel), ``bench`` (the measurements on the site).
 
 from __future__ import annotations
 
+from .hf import flash_attention_for_transformers, use_flash_attention
 from .reference import TrafficCounter, causal_mask, check_attention_inputs, standard_attention
 from .tiled import FlashAttention, flash_attention, flash_attention_backward, online_softmax_step
 from .traffic import (
@@ -39,8 +40,10 @@ __all__ = [
     "estimate_runtime",
     "flash_attention",
     "flash_attention_backward",
+    "flash_attention_for_transformers",
     "hbm_traffic",
     "online_softmax_step",
     "standard_attention",
     "triton_attention",
+    "use_flash_attention",
 ]
