@@ -23,7 +23,7 @@ with torch.no_grad():
 logprobs = torch.log_softmax(logits[0, :-1].double(), dim=-1)
 targets = ids[0, 1:]
 token_logprobs = logprobs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-for token, lp in zip(targets.tolist(), token_logprobs.tolist()):
+for token, lp in zip(targets.tolist(), token_logprobs.tolist(), strict=True):
     print(f"{tokenizer.decode([token])!r:>14}  p = {math.exp(lp):.4f}")
 
 mean_nll = -token_logprobs.mean().item()

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+
 # >>> generated from inferlab/decoding/sampling.py:temperature (python -m inferlab.snippetsync)
 def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     """Return logits / temperature: below 1 sharpens the softmax, above 1 flattens it."""

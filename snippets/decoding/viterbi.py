@@ -9,6 +9,7 @@ import os
 
 import torch
 
+
 # >>> generated from inferlab/decoding/search.py:map_dp (python -m inferlab.snippetsync)
 def kth_order_dp(log_conditional, length: int, order: int) -> tuple[list[int], float, int]:
     """Return (best tokens, their log-probability, operations) for an order-k model; k = 1 is Viterbi.

@@ -166,9 +166,11 @@ def run_dp(quick: bool) -> Path:
         if not math.isclose(dp.logprob, brute.logprob, rel_tol=1e-9, abs_tol=1e-12):
             raise RuntimeError(f"DP and brute force disagree at T={length}: {dp.logprob} vs {brute.logprob}")
         # Best of several runs: on a shared machine the minimum is the least disturbed measurement.
-        dp_time = time_call(lambda: map_decode_dp(model, length), repeat=21)
+        dp_time = time_call(lambda n=length: map_decode_dp(model, n), repeat=21)
         brute_repeat = 3 if vocab**length <= 3**8 else 1
-        brute_time = time_call(lambda: map_decode_bruteforce(model, length, max_sequences=10**6), repeat=brute_repeat, warmup=0)
+        brute_time = time_call(
+            lambda n=length: map_decode_bruteforce(model, n, max_sequences=10**6), repeat=brute_repeat, warmup=0
+        )
         rows.append(
             {
                 "T": length,
@@ -216,7 +218,7 @@ def plot_dp(rows: list[dict], vocab: int, order: int) -> None:
 
 
 def load_target(target: str | None):
-    from inferlab.models import load_pair, load_tokenizer, _load_model
+    from inferlab.models import _load_model, load_pair, load_tokenizer
 
     if target is None:
         model, _, tokenizer = load_pair()
@@ -356,7 +358,7 @@ def run_perplexity(model: Any, tokenizer: Any) -> Path:
     logprobs = token_logprobs(model, tokens, prompt=prompt)
     rows = [
         {"t": t + 1, "token": token_label(tokenizer, token), "p(token | before)": round(math.exp(lp), 4), "-log p": round(-lp, 3)}
-        for t, (token, lp) in enumerate(zip(tokens, logprobs))
+        for t, (token, lp) in enumerate(zip(tokens, logprobs, strict=True))
     ]
     mean_nll = -sum(logprobs) / len(logprobs)
     shuffled = tokens[:]

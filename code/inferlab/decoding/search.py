@@ -153,7 +153,7 @@ def enumerate_sequences(
         logprobs = torch.log_softmax(logits_fn(ids).double().cpu(), dim=-1)
         predicting = logprobs[:, context.shape[1] - 1 : -1]
         scores = predicting.gather(-1, chunk.unsqueeze(-1)).squeeze(-1).sum(-1)
-        results.extend(zip(chunk.tolist(), scores.tolist()))
+        results.extend(zip(chunk.tolist(), scores.tolist(), strict=True))
     return results
 
 
