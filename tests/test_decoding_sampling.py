@@ -167,3 +167,9 @@ def test_cached_generation_in_the_benchmark_draws_what_ancestral_sample_draws(ti
     plain = ancestral_sample(model, 6, prompt=prompt, num_samples=3, generator=torch.Generator().manual_seed(2), **settings)
     cached = generate_cached(model, torch.tensor([prompt] * 3), 6, torch.Generator().manual_seed(2), **settings)
     assert torch.equal(plain, cached)
+
+
+def test_filter_logits_accepts_a_single_row():
+    logits = awkward_logits(11, batch=1)
+    ours = filter_logits(logits[0], temperature=0.8, top_k=20, top_p=0.7)
+    assert torch.equal(ours, hf_filter(logits, 0.8, 20, 0.7)[0])

@@ -285,3 +285,20 @@ def test_bad_arguments_are_refused(call, error, message):
 def test_markov_order_must_be_known():
     with pytest.raises(ValueError, match="order must be an integer >= 0"):
         MarkovModel(-1, [[1.0]])
+
+
+def test_committed_page_table_result_matches_exact_enumeration():
+    # The numbers the guides show come from this file: check them against the tables by hand.
+    import json
+    from pathlib import Path
+
+    record = json.loads((Path(__file__).parent.parent / "docs/results/decoding_page_table.json").read_text())
+    values = record["values"]
+    names = "AB"
+    for row in values["rows"]:
+        a, b, c = (names.index(ch) for ch in row["x1 x2 x3"].split())
+        assert row["p"] == pytest.approx(FIRST[a] * SECOND[a][b] * THIRD[a][b][c], abs=1e-6)
+    every = {(a, b, c): FIRST[a] * SECOND[a][b] * THIRD[a][b][c] for a in range(2) for b in range(2) for c in range(2)}
+    best = max(every, key=every.get)
+    assert values["map"]["sequence"] == " ".join(names[t] for t in best)
+    assert values["map"]["p"] == pytest.approx(every[best], abs=1e-6)
