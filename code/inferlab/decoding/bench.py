@@ -4,6 +4,7 @@
     python -m inferlab.decoding.bench --quick              # smaller sizes, fewer samples
     python -m inferlab.decoding.bench --parts table dp     # only the parts that need no model
     python -m inferlab.decoding.bench --target PATH        # another causal LM (local path or hub id)
+    python -m inferlab.decoding.bench --placeholders       # "not measured yet" files until a model exists
 
 Result files (docs/results/) and figures (docs/figures/decoding/):
     decoding_page_table.json        the guides' table: every sequence, greedy, beam, MAP      (no model)
@@ -45,6 +46,7 @@ from inferlab.decoding.tables import MarkovModel
 
 PARTS = ("table", "dp", "sampling", "repetition", "perplexity")
 MODEL_PARTS = ("sampling", "repetition", "perplexity")
+NOT_MEASURED = "not measured yet / 尚未測量"
 
 # The sampling and repetition prompts: the bundled pair was trained on Python's standard library.
 SHAPE_PROMPT = "import os\nimport sys\n\n\ndef main():\n    "
@@ -369,12 +371,51 @@ def run_perplexity(model: Any, tokenizer: Any) -> Path:
         "text": PERPLEXITY_TEXT,
         "tokens": len(tokens),
         "rows": rows,
-        "mean_nll": round(mean_nll, 4),
+        "mean_nll": round(mean_nll, 3),
         "perplexity": round(math.exp(mean_nll), 2),
         "shuffled_perplexity": round(math.exp(shuffled_nll), 1),
         "uniform_perplexity": vocab,
     }
     return save("decoding_perplexity", values)
+
+
+# ------------------------------------------------------------------ placeholders
+
+
+PLACEHOLDER_KEYS = {  # what the pages read from each model part's result file
+    "sampling": ("decoding_sampling_shapes", ["top1_p", "vocab"], ["summary"], ["temperature", "top_k", "top_p"]),
+    "repetition": ("decoding_repetition", ["prompts", "length"], ["rows"], ["repetition"]),
+    "perplexity": (
+        "decoding_perplexity",
+        ["mean_nll", "perplexity", "uniform_perplexity", "shuffled_perplexity"],
+        ["rows"],
+        [],
+    ),
+}
+
+
+def write_placeholders() -> list[Path]:
+    """Write clearly marked 'not measured yet' results and figures for model parts that have none.
+
+    Lets the site build before the bundled model exists; running the model parts replaces them.
+    """
+    written = []
+    plt = pyplot()
+    for part, (name, scalars, tables, figures) in PLACEHOLDER_KEYS.items():
+        if (results_dir() / f"{name}.json").is_file():
+            continue  # never overwrite a real measurement
+        values = {key: NOT_MEASURED for key in scalars}
+        values.update({key: [{"status": NOT_MEASURED}] for key in tables})
+        written.append(save(name, values))
+        for figure in figures:
+            fig, ax = plt.subplots(figsize=(6, 1.6))
+            ax.axis("off")
+            # English only: matplotlib's default font has no CJK glyphs.
+            message = f"not measured yet\npython -m inferlab.decoding.bench --parts {part}"
+            ax.text(0.5, 0.5, message, ha="center", va="center", family="monospace")
+            save_figure(fig, figure)
+            plt.close(fig)
+    return written
 
 
 # ------------------------------------------------------------------ command line
@@ -385,10 +426,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="smaller sizes and fewer samples")
     parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS), help="which parts to run")
     parser.add_argument("--target", default=None, help="a causal LM (path or hub id); default: the bundled target")
+    parser.add_argument(
+        "--placeholders",
+        action="store_true",
+        help="only write 'not measured yet' files for model parts that have no result (so the site builds)",
+    )
     args = parser.parse_args(argv)
     given = sys.argv[1:] if argv is None else argv
     COMMAND[0] = " ".join(["python -m inferlab.decoding.bench", *given])
     torch.manual_seed(0)
+    if args.placeholders:
+        for path in write_placeholders():
+            print(f"wrote placeholder {path}")
+        return
     written = []
     if "table" in args.parts:
         written.append(run_table())
