@@ -89,6 +89,7 @@ def invalidation_prompts(document: str, question: str = QUESTIONS[0]) -> dict[st
 # <<< generated
 
 
+# --8<-- [start:demo]
 def cached_blocks(chain: list[int], seen: set[int], num_tokens: int) -> int:
     """Count leading blocks whose names were seen; the last prompt token is always recomputed."""
     limit = (num_tokens - 1) // BLOCK_SIZE
@@ -107,3 +108,4 @@ for name, text in invalidation_prompts(harbour_log()).items():
     seen.update(chain)
     picture = "".join("#" if i < hit else "." for i in range(len(chain)))  # '#': served from cache
     print(f"{name:25s} {len(ids):5d} tokens {hit * BLOCK_SIZE:5d} cached  {picture[:60]}{'...' if len(picture) > 60 else ''}")
+# --8<-- [end:demo]

@@ -45,6 +45,7 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     return (weights @ v.unsqueeze(2)).reshape(seqs, heads, q_len, head_dim)
 # <<< generated
 
+# --8<-- [start:demo]
 torch.manual_seed(0)
 num_blocks, block_size, heads, kv_heads, head_dim = 24, 4, 6, 2, 16  # 6 query heads share 2 kv heads (GQA)
 k_cache = torch.zeros(num_blocks, block_size, kv_heads, head_dim)
@@ -69,3 +70,4 @@ out = paged_attention(q, k_cache, v_cache, padded, torch.tensor(lengths))
 for i, (k, v) in enumerate(contiguous):
     expected = F.scaled_dot_product_attention(q[i : i + 1], k, v, enable_gqa=True)
     print(f"sequence {i}: max |paged - contiguous| = {(out[i] - expected[0]).abs().max():.2e}")
+# --8<-- [end:demo]

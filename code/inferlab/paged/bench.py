@@ -45,8 +45,25 @@ def run_fragmentation() -> None:
     lengths = [37, 412, 95, 1203, 260, 18, 730, 151]  # a made-up batch of request lengths
     values = fragmentation_example(lengths, max_len=2048, block_size=16)
     values.update(lengths=lengths, max_len=2048, block_size=16)
+    values["example"] = block_table_example()
     write_result("paged_fragmentation", values)
     plot_fragmentation()
+    plot_block_tables()
+
+
+def block_table_example() -> list[dict]:
+    """Return the block tables of three small sequences (two share a prompt prefix), blocks of 4."""
+    from inferlab.paged import BlockManager
+
+    manager = BlockManager(12, block_size=4)
+    manager.allocate("filler", [0] * 8)  # take two blocks so the example's tables are not just 0, 1, 2
+    prompts = {"A": list(range(1, 11)), "C": [7, 7, 7, 7, 7, 7], "B": list(range(1, 9)) + [40, 41, 42]}
+    rows = []
+    for name, ids in prompts.items():
+        table, cached = manager.allocate(name, ids)
+        rows.append({"sequence": name, "tokens": len(ids), "block_table": table, "cached_tokens": cached})
+    manager.free("filler")
+    return rows
 
 
 def run_offload_model() -> None:
@@ -72,15 +89,33 @@ def run_offload_model() -> None:
     plot_offload()
 
 
-def run_labs(names: list[str], quick: bool) -> None:
-    from inferlab.models import load_pair
+def load_target(random_weights: bool):
+    """Return (target model, tokenizer): the bundled target, or an untrained one of the same shape."""
+    from inferlab.models import load_pair, load_tokenizer, target_config
+
+    if not random_weights:
+        target, _, tokenizer = load_pair()
+        return target, tokenizer
+    import torch
+    from transformers import LlamaForCausalLM
+
+    tokenizer = load_tokenizer()
+    torch.manual_seed(0)  # same architecture and speed as the trained target; its answers are noise
+    return LlamaForCausalLM(target_config(len(tokenizer))).eval(), tokenizer
+
+
+def run_labs(names: list[str], quick: bool, random_weights: bool = False) -> None:
     from inferlab.paged import labs
 
-    target, _, tokenizer = load_pair()
+    target, tokenizer = load_target(random_weights)
     repeats = 1 if quick else 3
     for name in tqdm(names, desc="paged labs"):
         if name == "invalidation":
-            write_result("paged_invalidation", {"runs": labs.invalidation_lab(target, tokenizer)})
+            runs = labs.invalidation_lab(target, tokenizer)
+            keep = ("run", "prompt_tokens", "first_changed_token", "cached_tokens", "computed_tokens", "ttft_ms")
+            summary = [{k: r[k] for k in keep} for r in runs]
+            write_result("paged_invalidation", {"summary": summary, "runs": runs,
+                                                "miss_over_hit_ttft": runs[2]["ttft_ms"] / runs[1]["ttft_ms"]})
             plot_invalidation()
         elif name == "multiturn":
             write_result("paged_multiturn", labs.multiturn_lab(target, tokenizer, repeats=repeats))
@@ -116,6 +151,34 @@ def plot_fragmentation() -> None:
     ax.set_title(f"{len(v['lengths'])} requests, max_len={v['max_len']}")
     fig.tight_layout()
     fig.savefig(figures_dir() / "fragmentation.png", dpi=120)
+    plt.close(fig)
+
+
+def plot_block_tables() -> None:
+    plt = _plt()
+    rows = read_result("paged_fragmentation")["values"]["example"]
+    colors = {"A": "#4c72b0", "B": "#dd8452", "C": "#55a868"}
+    fig, ax = plt.subplots(figsize=(9, 3))
+    num_physical = 12
+    for block in range(num_physical):  # the physical pool, bottom row
+        ax.add_patch(plt.Rectangle((block, 0), 0.9, 0.9, fill=False, ec="gray"))
+        ax.text(block + 0.45, -0.3, str(block), ha="center", fontsize=8)
+    for row, rec in enumerate(rows):
+        y = 2 + 1.3 * (len(rows) - 1 - row)
+        ax.text(-0.4, y + 0.45, f"{rec['sequence']} ({rec['tokens']} tokens)", ha="right", va="center", fontsize=9)
+        for logical, physical in enumerate(rec["block_table"]):
+            shared = sum(r["block_table"].count(physical) for r in rows) > 1
+            ax.add_patch(plt.Rectangle((logical, y), 0.9, 0.9, color=colors[rec["sequence"]], alpha=0.8))
+            ax.text(logical + 0.45, y + 0.45, str(physical), ha="center", va="center", color="white", fontsize=9)
+            ax.annotate("", xy=(physical + 0.45, 0.9), xytext=(logical + 0.45, y),
+                        arrowprops={"arrowstyle": "->", "color": colors[rec["sequence"]],
+                                    "ls": "--" if shared else "-", "alpha": 0.6})
+    ax.text(num_physical / 2, -0.8, "physical blocks in the KV-cache pool", ha="center", fontsize=9)
+    ax.set_xlim(-4, num_physical + 0.5)
+    ax.set_ylim(-1.1, 2 + 1.3 * len(rows))
+    ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(figures_dir() / "block_tables.png", dpi=120, bbox_inches="tight")
     plt.close(fig)
 
 
@@ -202,7 +265,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one repeat and short outputs (a smoke test)")
     parser.add_argument("--only", nargs="+", choices=LABS, default=list(LABS), help="run only these labs")
+    parser.add_argument("--random-weights", action="store_true",
+                        help="use an untrained model of the bundled target's shape (before the bundled pair exists)")
+    parser.add_argument("--threads", type=int, help="torch CPU threads (1 avoids oversubscription on a busy machine)")
     args = parser.parse_args(argv)
+    if args.threads is not None:
+        if args.threads < 1:
+            parser.error(f"--threads must be >= 1, got {args.threads}")
+        import torch
+
+        torch.set_num_threads(args.threads)
     COMMAND[0] = " ".join(["python -m inferlab.paged.bench", *(sys.argv[1:] if argv is None else argv)])
     if "fragmentation" in args.only:
         run_fragmentation()
@@ -210,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
         run_offload_model()
     model_labs = [name for name in ("invalidation", "multiturn", "throughput") if name in args.only]
     if model_labs:
-        run_labs(model_labs, args.quick)
+        run_labs(model_labs, args.quick, args.random_weights)
     return 0
 
 
