@@ -232,6 +232,17 @@ def test_bad_input_is_refused_before_any_work(kwargs, error, words):
     assert counter.total == 0
 
 
+def test_backward_refuses_mismatched_saved_tensors():
+    from inferlab.flash import flash_attention_backward
+
+    q, k, v = random_qkv(5, 5, 16)
+    out, lse = flash_attention(q, k, v, return_lse=True)
+    with pytest.raises(ValueError, match=r"lse must have shape \(2, 5\)"):
+        flash_attention_backward(q, k, v, out, lse[..., :4], torch.ones_like(out))
+    with pytest.raises(ValueError, match="grad_out must have shape"):
+        flash_attention_backward(q, k, v, out, lse, torch.ones(2, 5, 8))
+
+
 def test_device_mismatch_is_refused():
     q, k, v = random_qkv(5, 5, 16)
     with pytest.raises(ValueError, match="one device"):

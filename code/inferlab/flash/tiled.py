@@ -130,6 +130,11 @@ def flash_attention_backward(
     scale: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Return (dQ, dK, dV), recomputing P tile by tile from the saved log-sum-exp ``lse``."""
+    check_attention_inputs(q, k, v)
+    out_shape = (*q.shape[:-1], v.shape[-1])
+    for name, tensor, shape in (("out", out, out_shape), ("grad_out", grad_out, out_shape), ("lse", lse, q.shape[:-1])):
+        if tuple(tensor.shape) != tuple(shape):
+            raise ValueError(f"{name} must have shape {tuple(shape)} to match q and v, got {tuple(tensor.shape)}")
     check_block(block_q, "block_q")
     check_block(block_k, "block_k")
     scale = resolve_scale(scale, q.shape[-1])
