@@ -29,6 +29,7 @@ from inferlab.decoding import filter_logits
 from inferlab.models import as_logits_fn, vocab_size_of
 
 
+# --8<-- [start:result]
 @dataclass
 class SpeculativeResult:
     """What a speculative decoder produced, and how much drafting and checking it took."""
@@ -66,6 +67,7 @@ class SpeculativeResult:
     def tokens_per_target_call(self) -> float:
         """Return generated tokens per target forward pass (1.0 for plain decoding)."""
         return self.new_tokens.shape[1] / self.target_calls if self.target_calls else float("nan")
+# --8<-- [end:result]
 
 
 # ----------------------------------------------------------------------------------------------

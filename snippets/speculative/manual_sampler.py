@@ -1,0 +1,251 @@
+"""Speculative sampling by hand, on any Hugging Face target/draft pair that shares a tokenizer.
+
+Runs as it is in Colab (torch + transformers). Pick the pair with environment variables, e.g.
+INFERLAB_TARGET=google/gemma-3-1b-it INFERLAB_DRAFT=google/gemma-3-270m-it. The sampler below is
+generated from the inferlab package (python -m inferlab.snippetsync), the same code the site tests.
+"""
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+TARGET = os.environ.get("INFERLAB_TARGET", "Qwen/Qwen2.5-1.5B-Instruct")
+DRAFT = os.environ.get("INFERLAB_DRAFT", "Qwen/Qwen2.5-0.5B-Instruct")
+FAST = os.environ.get("INFERLAB_FAST") == "1"  # the site's tests set this to keep the run short
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def as_logits_fn(model: Any):
+    """A Hugging Face causal LM as a function: (1, length) token ids -> (1, length, vocab) logits."""
+    def logits_fn(input_ids: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            return model(input_ids.to(model.device)).logits.float().cpu()
+    return logits_fn
+
+
+def validate(*arguments: Any) -> None:
+    """The package checks every argument first; this copy trusts its caller."""
+
+
+def check_filter_args(*arguments: Any) -> None:
+    """The package checks temperature, top_k and top_p here; this copy trusts its caller."""
+
+
+# >>> generated from inferlab/decoding/sampling.py:temperature (python -m inferlab.snippetsync)
+def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Return logits / temperature: below 1 sharpens the softmax, above 1 flattens it."""
+    # softmax(z / t): as t -> 0 all mass goes to the argmax, as t -> infinity it becomes uniform.
+    return logits / temperature
+# <<< generated
+
+# >>> generated from inferlab/decoding/sampling.py:top_k (python -m inferlab.snippetsync)
+def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
+    """Return logits with every token scoring below the k-th largest set to -inf."""
+    k = min(k, logits.shape[-1])  # asking for more tokens than exist keeps them all
+    kth_largest = torch.topk(logits, k, dim=-1).values[..., -1:]
+    # "Below the k-th value", not "outside the top-k indices": a tie with the k-th token survives.
+    return logits.masked_fill(logits < kth_largest, float("-inf"))
+# <<< generated
+
+# >>> generated from inferlab/decoding/sampling.py:top_p (python -m inferlab.snippetsync)
+def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
+    """Return logits keeping the most probable tokens whose total probability first reaches p."""
+    # Walk the tokens from least to most probable: a token may go while the mass of everything
+    # dropped so far (it included) stays <= 1 - p, so what is kept still holds at least p.
+    ascending, order = torch.sort(logits, dim=-1, descending=False)
+    tail_mass = ascending.softmax(dim=-1).cumsum(dim=-1)
+    drop_sorted = tail_mass <= 1 - p
+    drop_sorted[..., -1] = False  # the most probable token always stays
+    drop = drop_sorted.scatter(-1, order, drop_sorted)  # back to vocabulary order
+    return logits.masked_fill(drop, float("-inf"))
+# <<< generated
+
+# >>> generated from inferlab/decoding/sampling.py:filter_logits (python -m inferlab.snippetsync)
+def filter_logits(
+    logits: torch.Tensor,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+) -> torch.Tensor:
+    """Return logits after temperature, then top-k, then top-p; ruled-out tokens become -inf."""
+    check_filter_args(temperature, top_k, top_p)
+    if temperature != 1.0:
+        logits = apply_temperature(logits, temperature)
+    if top_k is not None:
+        logits = top_k_filter(logits, top_k)
+    if top_p is not None and top_p < 1.0:
+        logits = top_p_filter(logits, top_p)
+    return logits
+# <<< generated
+
+# >>> generated from inferlab/speculative/sampler.py:result (python -m inferlab.snippetsync)
+@dataclass
+class SpeculativeResult:
+    """What a speculative decoder produced, and how much drafting and checking it took."""
+
+    sequences: torch.Tensor  # (1, prompt + new) token ids, prompt included
+    prompt_length: int
+    accepted: int = 0  # drafted tokens the target kept
+    drafted: int = 0  # drafted tokens proposed to the target
+    target_calls: int = 0  # target forward passes
+    draft_calls: int = 0  # draft forward passes
+    rounds: int = 0  # draft-then-verify rounds
+    accepted_per_round: list[int] = field(default_factory=list)
+    # For every draft the target looked at (up to and including a rejection): the probability it
+    # had of being accepted, sum_x min(p(x), q(x)) (1 or 0 under greedy verification).
+    acceptance_probs: list[float] = field(default_factory=list)
+
+    @property
+    def new_tokens(self) -> torch.Tensor:
+        """Return the generated tokens, prompt removed, shape (1, new)."""
+        return self.sequences[:, self.prompt_length :]
+
+    @property
+    def alpha(self) -> float:
+        """Return the acceptance rate accepted / drafted (nan when nothing was drafted)."""
+        return self.accepted / self.drafted if self.drafted else float("nan")
+
+    @property
+    def alpha_per_token(self) -> float:
+        """Return Leviathan et al.'s alpha: the mean acceptance probability of the drafts the target checked."""
+        if not self.acceptance_probs:
+            return float("nan")
+        return sum(self.acceptance_probs) / len(self.acceptance_probs)
+
+    @property
+    def tokens_per_target_call(self) -> float:
+        """Return generated tokens per target forward pass (1.0 for plain decoding)."""
+        return self.new_tokens.shape[1] / self.target_calls if self.target_calls else float("nan")
+# <<< generated
+
+# >>> generated from inferlab/speculative/sampler.py:sample_token (python -m inferlab.snippetsync)
+def sample_token(probs: torch.Tensor, generator: torch.Generator | None = None) -> int:
+    """Return one index drawn from ``probs`` (any non-negative weights) with a single uniform draw."""
+    # Inverse CDF with exactly one random number per token keeps two implementations in lockstep.
+    cdf = probs.detach().double().cpu().cumsum(-1)
+    u = torch.rand((), generator=generator, dtype=torch.float64)
+    index = int(torch.searchsorted(cdf, u * cdf[-1], right=True))
+    return min(index, cdf.numel() - 1)
+# <<< generated
+
+# >>> generated from inferlab/speculative/sampler.py:next_token_probs (python -m inferlab.snippetsync)
+def next_token_probs(logits: torch.Tensor, temperature: float, top_k: int | None, top_p: float | None) -> torch.Tensor:
+    """Return the distribution a sampler draws from: softmax of logits after temperature, top-k, top-p."""
+    return filter_logits(logits.float(), temperature, top_k, top_p).softmax(dim=-1)
+# <<< generated
+
+# >>> generated from inferlab/speculative/sampler.py:verify (python -m inferlab.snippetsync)
+def verify_drafts(
+    p_rows: torch.Tensor, q_rows: torch.Tensor, drafts: list[int], generator: torch.Generator | None = None
+) -> tuple[list[int], int, list[float]]:
+    """Return (tokens kept, drafts accepted, acceptance probabilities) for one round of verification.
+
+    ``p_rows[i]`` and ``q_rows[i]`` are the target's and the draft's distributions for the i-th drafted
+    token; ``p_rows`` has one extra row, for the token after the last draft.
+    """
+    uniforms = torch.rand(len(drafts), generator=generator, dtype=torch.float64)
+    kept, acceptance_probs = [], []
+    for i, token in enumerate(drafts):
+        p, q = p_rows[i].double().cpu(), q_rows[i].double().cpu()
+        acceptance_probs.append(float(torch.minimum(p, q).sum()))
+        # Keep with probability min(1, p/q); written without a division, q(token) > 0 as it was drawn.
+        if uniforms[i] * q[token] < p[token]:
+            kept.append(token)
+            continue
+        # Rejected: draw from the part of p that q under-covers, so the total comes out as exactly p.
+        residual = (p - q).clamp(min=0.0)
+        kept.append(sample_token(residual if residual.sum() > 0 else p, generator))
+        return kept, i, acceptance_probs
+    kept.append(sample_token(p_rows[len(drafts)], generator))  # all kept: a bonus token from p
+    return kept, len(drafts), acceptance_probs
+# <<< generated
+
+# >>> generated from inferlab/speculative/sampler.py:verify_greedy (python -m inferlab.snippetsync)
+def verify_greedy(target_logits: torch.Tensor, drafts: list[int]) -> tuple[list[int], int]:
+    """Return (tokens kept, drafts accepted): drafts are kept while they equal the target's argmax."""
+    choices = target_logits.argmax(dim=-1).tolist()  # the target's greedy token at every position
+    for i, token in enumerate(drafts):
+        if token != choices[i]:
+            return drafts[:i] + [choices[i]], i  # the target's own token replaces the first miss
+    return drafts + [choices[len(drafts)]], len(drafts)
+# <<< generated
+
+# >>> generated from inferlab/speculative/sampler.py:reference (python -m inferlab.snippetsync)
+def speculative_sample_reference(
+    target: Any,
+    draft: Any,
+    input_ids: torch.Tensor,
+    max_new_tokens: int,
+    gamma: int,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+) -> SpeculativeResult:
+    """Return a speculative sample computed without caches: each model call re-reads the whole sequence."""
+    validate(target, draft, input_ids, max_new_tokens, gamma, temperature, top_k, top_p, generator)
+    target_fn, draft_fn = as_logits_fn(target), as_logits_fn(draft)
+    tokens = input_ids[0].tolist()
+    result = SpeculativeResult(input_ids, prompt_length=len(tokens))
+    while len(tokens) - result.prompt_length < max_new_tokens:
+        # Draft at most one token fewer than still needed: the target always adds one more.
+        n_draft = min(gamma, max_new_tokens - (len(tokens) - result.prompt_length) - 1)
+        drafts, q_rows = [], []
+        for _ in range(n_draft):  # 1. the draft proposes, one token at a time
+            logits = draft_fn(torch.tensor([tokens + drafts]))[0, -1]
+            if temperature == 0:
+                drafts.append(int(logits.argmax()))
+            else:
+                q_rows.append(next_token_probs(logits, temperature, top_k, top_p))
+                drafts.append(sample_token(q_rows[-1], generator))
+        # 2. the target scores every draft, and the position after them, in one call
+        target_logits = target_fn(torch.tensor([tokens + drafts]))[0, -(n_draft + 1):]
+        if temperature == 0:  # 3. accept or reject
+            kept, n_accepted = verify_greedy(target_logits, drafts)
+            result.acceptance_probs += [1.0] * n_accepted + [0.0] * (n_accepted < n_draft)
+        else:
+            p_rows = next_token_probs(target_logits, temperature, top_k, top_p)
+            kept, n_accepted, probs = verify_drafts(p_rows, q_rows, drafts, generator)
+            result.acceptance_probs += probs
+        tokens += kept
+        result.accepted += n_accepted
+        result.drafted += n_draft
+        result.accepted_per_round.append(n_accepted)
+        result.rounds += 1
+        result.draft_calls += n_draft
+        result.target_calls += 1
+    result.sequences = torch.tensor([tokens], dtype=torch.long)
+    return result
+# <<< generated
+
+
+def main() -> None:
+    tokenizer = AutoTokenizer.from_pretrained(TARGET)
+    target = AutoModelForCausalLM.from_pretrained(TARGET).to(DEVICE).eval()
+    draft = AutoModelForCausalLM.from_pretrained(DRAFT).to(DEVICE).eval()
+    prompt = "def fibonacci(n):\n" if FAST else "Explain in two sentences why the sky is blue.\n"
+    input_ids = tokenizer(prompt, return_tensors="pt").input_ids
+    new_tokens, gamma = (12, 3) if FAST else (48, 4)
+
+    # Temperature 0: greedy verification must reproduce the target's own greedy output exactly.
+    greedy = speculative_sample_reference(target, draft, input_ids, new_tokens, gamma, temperature=0)
+    with torch.no_grad():
+        expected = target.generate(input_ids.to(DEVICE), attention_mask=torch.ones_like(input_ids).to(DEVICE),
+                                   max_new_tokens=new_tokens, do_sample=False)[0].cpu()
+    # generate may stop early at an end-of-text token; our sampler keeps going, so compare that much.
+    same = torch.equal(greedy.sequences[0, : len(expected)], expected)
+    print(f"greedy speculative == target.generate greedy: {same}")
+    print(f"  accepted {greedy.accepted} of {greedy.drafted} drafts; {greedy.target_calls} target calls for {new_tokens} tokens")
+
+    # Temperature 0.8: a sample from the target's own distribution, drafted by the small model.
+    generator = torch.Generator().manual_seed(0)
+    sample = speculative_sample_reference(target, draft, input_ids, new_tokens, gamma, temperature=0.8, generator=generator)
+    print(f"sampled: alpha = accepted / drafted = {sample.alpha:.2f}, {sample.target_calls} target calls")
+    print(tokenizer.decode(sample.new_tokens[0]))
+
+
+if __name__ == "__main__":
+    main()
