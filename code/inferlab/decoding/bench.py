@@ -116,6 +116,14 @@ def token_label(tokenizer: Any, token: int) -> str:
     return text.replace(" ", "·").replace("\n", "⏎").replace("\t", "⇥").replace("|", "¦") or "∅"
 
 
+def markdown_cell(text: str) -> str:
+    """Return text that a Markdown table cell shows literally (tokens of code are full of * _ ` < [)."""
+    text = text.replace("\\", "\\\\")
+    for special in "`*_{}[]()#+-.!":
+        text = text.replace(special, "\\" + special)
+    return text.replace("<", "&lt;").replace(">", "&gt;")
+
+
 # ------------------------------------------------------------------ the guides' table (no model)
 
 
@@ -359,7 +367,12 @@ def run_perplexity(model: Any, tokenizer: Any) -> Path:
     prompt, tokens = ids[:1], ids[1:]
     logprobs = token_logprobs(model, tokens, prompt=prompt)
     rows = [
-        {"t": t + 1, "token": token_label(tokenizer, token), "p(token | before)": round(math.exp(lp), 4), "-log p": round(-lp, 3)}
+        {
+            "t": t + 1,
+            "token": markdown_cell(token_label(tokenizer, token)),
+            "p(token ∣ prefix)": float(f"{math.exp(lp):.3g}"),  # ∣ (U+2223): a "|" would end the table cell
+            "-log p": round(-lp, 3),
+        }
         for t, (token, lp) in enumerate(zip(tokens, logprobs, strict=True))
     ]
     mean_nll = -sum(logprobs) / len(logprobs)
