@@ -39,6 +39,19 @@ def figures_dir() -> Path:
     return folder
 
 
+def save_figure(fig, name: str, **kwargs) -> None:
+    """Save docs/figures/paged/<name>.png and the <name>.zh-TW.png copy the zh-TW build reads.
+
+    With ``fallback_to_default: false`` the i18n plugin gives the zh-TW build only files suffixed
+    ``.zh-TW``, so each figure is written twice (same image, same link on both pages).
+    """
+    import shutil
+
+    path = figures_dir() / f"{name}.png"
+    fig.savefig(path, dpi=120, **kwargs)
+    shutil.copyfile(path, figures_dir() / f"{name}.zh-TW.png")
+
+
 def run_fragmentation() -> None:
     from inferlab.paged.labs import fragmentation_example
 
@@ -150,7 +163,7 @@ def plot_fragmentation() -> None:
     ax.legend()
     ax.set_title(f"{len(v['lengths'])} requests, max_len={v['max_len']}")
     fig.tight_layout()
-    fig.savefig(figures_dir() / "fragmentation.png", dpi=120)
+    save_figure(fig, "fragmentation")
     plt.close(fig)
 
 
@@ -178,7 +191,7 @@ def plot_block_tables() -> None:
     ax.set_ylim(-1.1, 2 + 1.3 * len(rows))
     ax.axis("off")
     fig.tight_layout()
-    fig.savefig(figures_dir() / "block_tables.png", dpi=120, bbox_inches="tight")
+    save_figure(fig, "block_tables", bbox_inches="tight")
     plt.close(fig)
 
 
@@ -202,7 +215,7 @@ def plot_offload() -> None:
         ax.grid(alpha=0.3)
     fig.suptitle(v["model"])
     fig.tight_layout()
-    fig.savefig(figures_dir() / "offload_curve.png", dpi=120)
+    save_figure(fig, "offload_curve")
     plt.close(fig)
 
 
@@ -220,7 +233,7 @@ def plot_invalidation() -> None:
     ax.set_yticks([])
     ax.set_xlabel("full block of 16 tokens, in prompt order (green: served from the cache, red: computed)")
     fig.tight_layout()
-    fig.savefig(figures_dir() / "invalidation_chain.png", dpi=120, bbox_inches="tight")
+    save_figure(fig, "invalidation_chain", bbox_inches="tight")
     plt.close(fig)
 
 
@@ -245,7 +258,7 @@ def plot_multiturn() -> None:
     for ax in (left, right):
         ax.set_xticks(xs)
     fig.tight_layout()
-    fig.savefig(figures_dir() / "multiturn_ttft.png", dpi=120)
+    save_figure(fig, "multiturn_ttft")
     plt.close(fig)
 
 
@@ -257,7 +270,7 @@ def plot_throughput() -> None:
            [v["tokens_per_s_one_at_a_time"], v["tokens_per_s_concurrent"]], color=["#c44e52", "#4c72b0"])
     ax.set_ylabel("generated tokens / s")
     fig.tight_layout()
-    fig.savefig(figures_dir() / "throughput.png", dpi=120)
+    save_figure(fig, "throughput")
     plt.close(fig)
 
 
