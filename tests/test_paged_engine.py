@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from inferlab.models import bundled_available
 from inferlab.paged import MiniEngine, paged_attention, write_kv
 
 
@@ -109,3 +110,17 @@ def test_engine_rejects_bad_requests(tiny_pair):
     engine.add_request([1] * 40, 2)  # needs 10 blocks of 4; the pool has 8
     with pytest.raises(Exception, match="needs 10 new blocks"):
         engine.step()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not bundled_available(), reason="needs the bundled pair")
+def test_engine_matches_generate_on_the_bundled_target(bundled_pair):
+    target, _, tokenizer = bundled_pair
+    from inferlab.paged.labs import harbour_log
+
+    ids = tokenizer(harbour_log(4))["input_ids"]
+    prompts = [ids[:40], ids[:75], ids[:40] + ids[100:110], ids[20:33]]  # shared prefixes and different lengths
+    engine = MiniEngine(target, num_blocks=64, block_size=16, eos_token_id=target.generation_config.eos_token_id)
+    expected = [hf_greedy(target, p, 8) for p in prompts]
+    assert [r.output_ids for r in engine.run(prompts, 8)] == expected
+    assert [r.output_ids for r in engine.run(prompts, 8)] == expected  # now mostly from the prefix cache

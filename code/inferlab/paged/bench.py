@@ -18,7 +18,7 @@ from tqdm import tqdm
 from inferlab.bench import read_result, repo_root
 from inferlab.bench import write_result as _write_result
 
-LABS = ("fragmentation", "model", "offload", "invalidation", "multiturn", "throughput")
+LABS = ("fragmentation", "model", "offload", "invalidation", "multiturn", "throughput", "offload-gpu")
 # The offloading curve's model: Qwen2.5-1.5B-Instruct (1.54 B parameters, model card) in fp16.
 QWEN_WEIGHT_BYTES = 1.54e9 * 2
 
@@ -100,6 +100,34 @@ def run_offload_model() -> None:
     }
     write_result("paged_offload_model", values)
     plot_offload()
+
+
+def run_offload_gpu(random_weights: bool) -> None:
+    """Measure a decode step with 0..all layers streamed from pinned host memory, next to the cost model."""
+    import torch
+
+    from inferlab.kvcache.decoder import LlamaDecoder
+    from inferlab.paged.offload import OFFLOAD_PRESETS, StreamLayersFromHost, step_seconds, time_decode_step
+
+    if not torch.cuda.is_available():
+        raise SystemExit("--only offload-gpu needs a CUDA GPU")
+    name = torch.cuda.get_device_name(0)
+    preset = next((key for key in OFFLOAD_PRESETS if key in name), None)
+    target, _ = load_target(random_weights)
+    decoder = LlamaDecoder.from_pretrained(target, dtype=torch.float16, device="cuda")
+    weight_bytes = sum(p.numel() * p.element_size() for p in decoder.parameters())
+    rows = []
+    for offloaded_layers in range(decoder.num_layers + 1):
+        streamer = StreamLayersFromHost(decoder, offloaded_layers)
+        measured, offloaded = time_decode_step(decoder, batch=1), streamer.offloaded_bytes
+        streamer.restore()
+        rows.append({
+            "offloaded_layers": offloaded_layers,
+            "offloaded_mb": round(offloaded / 1e6, 2),
+            "measured_ms": round(1000 * measured, 3),
+            "model_ms": round(1000 * step_seconds(weight_bytes, offloaded, preset), 3) if preset else None,
+        })
+    write_result("paged_offload_gpu", {"device": name, "preset": preset, "weight_mb": weight_bytes / 1e6, "rows": rows})
 
 
 def load_target(random_weights: bool):
@@ -293,6 +321,8 @@ def main(argv: list[str] | None = None) -> int:
         run_fragmentation()
     if "model" in args.only or "offload" in args.only:
         run_offload_model()
+    if "offload-gpu" in args.only and args.only != list(LABS):  # only on request: it needs a GPU
+        run_offload_gpu(args.random_weights)
     model_labs = [name for name in ("invalidation", "multiturn", "throughput") if name in args.only]
     if model_labs:
         run_labs(model_labs, args.quick, args.random_weights)
