@@ -28,7 +28,12 @@ def llama(heads=4, kv_heads=2, tie=False, theta=10000.0, eps=1e-6, bias=False, l
         num_attention_heads=heads, num_key_value_heads=kv_heads, max_position_embeddings=64,
         tie_word_embeddings=tie, rope_theta=theta, rms_norm_eps=eps, attention_bias=bias, mlp_bias=bias,
     )
-    return LlamaForCausalLM(config).eval()
+    model = LlamaForCausalLM(config).eval()
+    with torch.no_grad():  # fresh norms have gain 1, which would hide a decoder that ignored the gains
+        for name, parameter in model.named_parameters():
+            if "norm" in name:
+                parameter.uniform_(0.5, 1.5)
+    return model
 
 
 def hf_greedy(model, ids, k):
