@@ -89,16 +89,22 @@ def test_offload_cost_model_rejects_bad_arguments():
         tokens_per_second(1e9, 0, "T4", batch=0)
 
 
-@pytest.mark.gpu
-def test_streaming_layers_from_host_keeps_the_logits(tiny_pair):
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_streaming_layers_from_host_keeps_the_logits(tiny_pair, device):
     from inferlab.kvcache.decoder import LlamaDecoder
 
-    decoder = LlamaDecoder.from_pretrained(tiny_pair[0]).to("cuda")
-    ids = torch.randint(0, 97, (2, 12), device="cuda")
+    decoder = LlamaDecoder.from_pretrained(tiny_pair[0]).to(device)
+    ids = torch.randint(0, 97, (2, 12), device=device)
+    weight_bytes = sum(p.numel() * p.element_size() for p in decoder.layers[0].parameters())
     with torch.no_grad():
         expected = decoder(ids)
-        streamer = StreamLayersFromHost(decoder, num_offloaded=decoder.num_layers)
-        assert streamer.offloaded_bytes > 0
+        streamer = StreamLayersFromHost(decoder, num_offloaded=1)
+        assert streamer.offloaded_bytes == weight_bytes  # exactly the first layer's weights left
+        assert decoder.layers[0].q_proj.weight.numel() == 0  # ... and are gone from the device
         streamed = decoder(ids)
+        assert decoder.layers[0].q_proj.weight.numel() == 0  # dropped again after the layer ran
         streamer.restore()
     torch.testing.assert_close(streamed, expected)
+    torch.testing.assert_close(decoder(ids), expected)
+    with pytest.raises(ValueError, match="num_offloaded must be an integer in 0..2"):
+        StreamLayersFromHost(decoder, num_offloaded=3)

@@ -125,7 +125,10 @@ class StreamLayersFromHost:
         self.host_copies, self.hooks, self.offloaded_bytes = [], [], 0
         for layer in list(layers)[:num_offloaded]:
             params = [p for name, p in layer.named_parameters() if not name.startswith("rotary")]
-            copies = [p.detach().to("cpu").pin_memory() for p in params]
+            # Pinned (page-locked) host memory lets the GPU copy engine read it directly, asynchronously.
+            copies = [p.detach().to("cpu") for p in params]
+            if self.device.type == "cuda":
+                copies = [c.pin_memory() for c in copies]
             self.offloaded_bytes += sum(c.numel() * c.element_size() for c in copies)
             for p in params:  # the GPU copy goes away: that memory is what offloading frees
                 p.data = torch.empty(0, dtype=p.dtype, device=self.device)
