@@ -5,7 +5,7 @@ References used (never the code's own output):
 - the law of total probability over the two uniforms one accept/resample step consumes;
 - plain greedy decoding of the target (``inferlab.models.greedy_generate``, no cache);
 - a per-path full forward of the Hugging Face model for the tree attention mask;
-- Leviathan et al. (2022), Section 3: Eq. (1), Corollary 3.10 and Theorem 3.11, and brute-force
+- Leviathan et al. (2022), Section 3: Eq. (1), the gamma = 1 corollary, the arithmetic factor, and brute-force
   enumeration of the number of accepted drafts.
 """
 
@@ -36,8 +36,8 @@ from inferlab.speculative import (
 )
 from inferlab.speculative.tree import TreeModel, TreeNode
 
-# A chi-square test at a fixed seed is deterministic; we demand p > 1e-3, and the same statistic on
-# the draft's own (uncorrected) distribution must give p < 1e-6, which shows the test has power.
+# A chi-square test at a fixed seed is deterministic; we demand p > 1e-3. To show the test has power,
+# the same samples must be far (total variation) from the draft's own, uncorrected distribution.
 P_VALUE_FLOOR = 1e-3
 
 
@@ -144,9 +144,12 @@ def test_speculative_sampling_is_exactly_the_target_distribution(settings, one_t
         accepted, drafted = accepted + result.accepted, drafted + result.drafted
     assert 0.2 < accepted / drafted < 0.95, "the draft must disagree with the target for this test to mean anything"
     assert chi_square_p(counts, exact, draws) > P_VALUE_FLOOR
-    # Power: the draft's own distribution is clearly rejected by the same test on the same samples.
+    # Power: the samples sit far closer to p than to the draft's own distribution, which differs a lot.
     draft_dist = exact_sequence_probs(draft, prompt, length, keep)
-    assert chi_square_p(counts, draft_dist, draws) < 1e-6
+    empirical = {cell: counts.get(cell, 0) / draws for cell in exact}
+    to_target = sum(abs(empirical[c] - exact[c]) for c in exact) / 2
+    to_draft = sum(abs(empirical[c] - draft_dist[c]) for c in exact) / 2
+    assert to_draft > 0.1 and to_draft > 5 * to_target
 
 
 def test_one_accept_or_resample_step_yields_p_exactly(monkeypatch):
@@ -276,17 +279,17 @@ def test_formulas_match_enumeration(alpha, gamma):
     tokens = enumerated_tokens_per_step(alpha, gamma)
     assert expected_tokens_per_step(alpha, gamma) == pytest.approx(tokens)
     assert expected_speedup(alpha, gamma, 0.1) == pytest.approx(tokens / (gamma * 0.1 + 1))
-    # Leviathan et al., Theorem 3.11: ops grow by (1 - a)(g c^ + g + 1) / (1 - a^(g+1)); alpha = 1 as a limit.
+    # Leviathan et al., Section 3: arithmetic grows by (1 - a)(g c^ + g + 1) / (1 - a^(g+1)); alpha = 1 as a limit.
     c_hat = 0.05
     assert arithmetic_cost_increase(alpha, gamma, c_hat) == pytest.approx((gamma * c_hat + gamma + 1) / tokens)
     assert expected_accepted_fraction(alpha, gamma) == pytest.approx((tokens - 1) / gamma)
 
 
 def test_formulas_against_leviathan_section_3():
-    # Corollary 3.10: with gamma = 1 the improvement factor is (1 + alpha) / (1 + c).
+    # Section 3: with gamma = 1 the improvement factor is (1 + alpha) / (1 + c).
     for alpha, c in [(0.5, 0.1), (0.8, 0.05), (0.3, 0.4)]:
         assert expected_speedup(alpha, 1, c) == pytest.approx((1 + alpha) / (1 + c))
-    # Section 3.5: speculation can only help when alpha > c; at gamma = 1 the speed-up is < 1 otherwise.
+    # Section 3: speculation can only help when alpha > c; at gamma = 1 the speed-up is < 1 otherwise.
     assert expected_speedup(0.2, 1, 0.3) < 1 < expected_speedup(0.4, 1, 0.3)
     # Eq. (1) limits: alpha -> 1 gives gamma + 1 tokens, alpha = 0 gives exactly one.
     assert expected_tokens_per_step(1 - 1e-9, 7) == pytest.approx(8, rel=1e-6)
@@ -415,10 +418,7 @@ def test_bad_input_is_rejected_before_any_work(sampler, kwargs, message):
 
 
 def test_vocabulary_mismatch_names_both_sizes(tiny_pair):
-    import sys
-
-    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
-    from conftest import tiny_llama
+    from conftest import tiny_llama  # pytest puts tests/ on sys.path for its conftest
 
     target, _ = tiny_pair
     small_vocab_draft = tiny_llama(vocab_size=50, hidden=16, layers=1, heads=2, kv_heads=1)

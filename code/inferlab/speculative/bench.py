@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from inferlab.bench import repo_root, time_interleaved, write_result
+from inferlab.bench import repo_root, write_result
 from inferlab.models import load_pair
 from inferlab.speculative.formulas import expected_speedup
 from inferlab.speculative.prompt_lookup import prompt_lookup_decode
@@ -110,7 +110,7 @@ def exactness_experiment(draws: int) -> dict:
     """Return exact target, exact draft and sampled frequencies of every 2-token continuation."""
     from scipy.stats import chisquare
 
-    target, draft, prompt = TableModel(3, seed=0, scale=1.5), TableModel(3, seed=1, scale=1.5), [0, 1]
+    target, draft, prompt = TableModel(3, seed=0, scale=1.5), TableModel(3, seed=2, scale=2.5), [0, 1]
     cells = [(a, b) for a in range(3) for b in range(3)]
     counts = dict.fromkeys(cells, 0)
     generator = torch.Generator().manual_seed(0)
@@ -177,6 +177,22 @@ def hf_generate(model, ids: torch.Tensor, max_new_tokens: int, **kwargs) -> torc
         ).cpu()
 
 
+def timed_runs(runs: dict, repeat: int) -> tuple[dict[str, float], dict]:
+    """Run every method ``repeat`` times round-robin; return median seconds and each one's last output.
+
+    Round-robin (as in ``inferlab.bench.time_interleaved``) lets machine noise hit all methods alike;
+    the outputs are kept so the run can check them against plain greedy decoding without rerunning.
+    """
+    seconds: dict[str, list[float]] = {name: [] for name in runs}
+    outputs = {}
+    for _ in range(repeat):
+        for name, run in runs.items():
+            start = time.perf_counter()
+            outputs[name] = run()
+            seconds[name].append(time.perf_counter() - start)
+    return {name: statistics.median(s) for name, s in seconds.items()}, outputs
+
+
 def set_assistant_gamma(draft, gamma: int) -> None:
     """Make transformers draft exactly gamma tokens per round, like our decoder (no adaptive schedule)."""
     draft.generation_config.num_assistant_tokens = gamma
@@ -206,13 +222,12 @@ def sweep_regime(target, draft, tokenizer, regime: str, gammas: list[int], repea
                 target, ids, max_new, prompt_lookup_num_tokens=gamma, max_matching_ngram_size=3
             ),
         }
-        outputs = {name: run() for name, run in runs.items()}
+        times, outputs = timed_runs(runs, repeat)
         for name, out in outputs.items():
             sequence = out.sequences if hasattr(out, "sequences") else out
             identical &= torch.equal(sequence[:, : reference.shape[1]], reference)
         spec, lookup = outputs["ours_speculative"], outputs["ours_prompt_lookup"]
         acceptance += spec.acceptance_probs
-        times = {name: t["median_s"] for name, t in time_interleaved(runs, repeat=repeat, warmup=0).items()}
         verify_step = step_seconds(target, ids, gamma + 1, 3 * repeat)
         for method in METHODS:
             baseline = times["plain_hf" if method.startswith("hf_") else "plain_ours"]
@@ -268,12 +283,27 @@ def summarize(regime, rows, alpha, c, target_step, draft_step, max_new, prompt_t
         "ours_over_hf_assisted_max": round(max(hf_ratio), 3),
         "best_gamma_prompt_lookup": best_lookup["gamma"],
         "best_speedup_prompt_lookup": best_lookup["speedup"],
+        "by_gamma": [by_gamma(rows, gamma) for gamma in sorted({r["gamma"] for r in ours})],
         "rows": [r for r in rows if r["method"] != "verify_cost"],
         "verify_cost": [
             {"gamma": r["gamma"], "target_verify_over_step": r["target_verify_over_step"]}
             for r in rows
             if r["method"] == "verify_cost"
         ],
+    }
+
+
+def by_gamma(rows: list[dict], gamma: int) -> dict:
+    """Return one table row: every method's speed-up at one gamma, beside the predicted one."""
+    at = {r["method"]: r for r in rows if r["gamma"] == gamma}
+    return {
+        "gamma": gamma,
+        "predicted": at["ours_speculative"]["predicted_speedup"],
+        "ours speculative": at["ours_speculative"]["speedup"],
+        "transformers assisted": at["hf_assisted"]["speedup"],
+        "ours prompt lookup": at["ours_prompt_lookup"]["speedup"],
+        "transformers prompt lookup": at["hf_prompt_lookup"]["speedup"],
+        "target verify / step": at["verify_cost"]["target_verify_over_step"],
     }
 
 
@@ -289,8 +319,8 @@ def tree_experiment(target, draft, tokenizer, repeat: int, new_tokens: int | Non
     reference = plain_greedy(target, ids, max_new)
     runs = {name: (lambda shape=shape: tree_speculative_decode(target, draft, ids, max_new, shape)) for name, shape in TREE_SHAPES.items()}
     runs["plain"] = lambda: plain_greedy(target, ids, max_new)
-    outputs = {name: run() for name, run in runs.items() if name != "plain"}
-    times = {name: t["median_s"] for name, t in time_interleaved(runs, repeat=repeat, warmup=0).items()}
+    times, outputs = timed_runs(runs, repeat)
+    del outputs["plain"]
     rows = [
         {
             "shape": name,
@@ -436,6 +466,9 @@ def main(argv: list[str] | None = None) -> None:
                 f"ours/transformers {record['ours_over_hf_assisted_at_best_gamma']:.2f}, identical={record['outputs_identical_to_greedy']}"
             )
             plot_regime(record, figures / f"gamma_sweep_{name}.png")
+        summary_keys = ("regime", "alpha", "c", "best_gamma_measured", "best_speedup_measured", "predicted_at_best_gamma",
+                        "measured_over_predicted", "ours_over_hf_assisted_at_best_gamma", "best_speedup_prompt_lookup")
+        regimes["summary"] = [{key: record[key] for key in summary_keys} for record in regimes.values()]
         write_result("speculative_gamma_sweep", regimes)
     if "tree" in args.parts:
         values = tree_experiment(target, draft, tokenizer, args.repeat, args.new_tokens)

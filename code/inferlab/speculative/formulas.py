@@ -50,7 +50,7 @@ def best_gamma(alpha: float, c: float, max_gamma: int = 64) -> int:
 
 
 def arithmetic_cost_increase(alpha: float, gamma: int, c_hat: float) -> float:
-    """Return the expected factor by which total arithmetic grows (Leviathan et al., Theorem 3.11)."""
+    """Return the expected factor by which total arithmetic grows (Leviathan et al., Section 3)."""
     _check_cost_ratio(c_hat, "c_hat")
     # Per round: gamma draft steps and a target pass over gamma + 1 positions, spread over the tokens produced.
     return (gamma * c_hat + gamma + 1.0) / expected_tokens_per_step(alpha, gamma)
