@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import tiny_llama
 from transformers import LlamaConfig, LlamaForCausalLM
 
+from conftest import tiny_llama
 from inferlab.kvcache import (
     DecoderConfig,
     KVCache,
@@ -155,8 +155,10 @@ def test_appended_token_leaves_earlier_keys_unchanged_only_when_causal():
     first = torch.cat([prefix, torch.tensor([[3]])], dim=1)
     second = torch.cat([prefix, torch.tensor([[4]])], dim=1)
     with torch.no_grad():
-        causal = zip(decoder.layer_keys(first), decoder.layer_keys(second))
-        bidirectional = list(zip(decoder.layer_keys(first, causal=False), decoder.layer_keys(second, causal=False)))
+        causal = zip(decoder.layer_keys(first), decoder.layer_keys(second), strict=True)
+        bidirectional = list(
+            zip(decoder.layer_keys(first, causal=False), decoder.layer_keys(second, causal=False), strict=True)
+        )
         for keys_a, keys_b in causal:
             assert torch.equal(keys_a[:, :, :10], keys_b[:, :, :10])  # bit for bit
         # Layer 0's keys come from each token alone; every later layer has mixed in the new token.
@@ -164,7 +166,7 @@ def test_appended_token_leaves_earlier_keys_unchanged_only_when_causal():
         for keys_a, keys_b in bidirectional[1:]:
             assert (keys_a[:, :, :10] - keys_b[:, :, :10]).abs().max().item() > 1e-4
         # Against the shorter sequence itself: equal up to rounding of differently shaped products.
-        for short, long in zip(decoder.layer_keys(prefix), decoder.layer_keys(first)):
+        for short, long in zip(decoder.layer_keys(prefix), decoder.layer_keys(first), strict=True):
             torch.testing.assert_close(short, long[:, :, :10], atol=1e-6, rtol=0)
 
 

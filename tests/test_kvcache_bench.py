@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from conftest import tiny_llama
-
 from inferlab.kvcache import LlamaDecoder
 from inferlab.kvcache.bench import bench_naive_vs_cached, cache_sizes, causality
 

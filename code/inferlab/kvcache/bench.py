@@ -93,7 +93,7 @@ def causality(decoder, T: int = 32) -> dict:
     with torch.inference_mode():
         changes = {}
         for causal in (True, False):
-            pairs = zip(decoder.layer_keys(first, causal=causal), decoder.layer_keys(second, causal=causal))
+            pairs = zip(decoder.layer_keys(first, causal=causal), decoder.layer_keys(second, causal=causal), strict=True)
             changes[causal] = [(a[:, :, :T] - b[:, :, :T]).abs().max().item() for a, b in pairs]
     for layer in range(decoder.num_layers):
         rows.append({"layer": layer, "causal_max_change": changes[True][layer],
@@ -134,11 +134,11 @@ def bench_train_vs_generate(decoder, lengths: list[int], repeat: int) -> dict:
     for L in tqdm(lengths, desc="train vs generate", leave=False):
         ids = prompt(decoder, L)
 
-        def teacher_forced():
+        def teacher_forced(ids=ids):
             with torch.inference_mode():
                 decoder(ids)  # all L next-token predictions in one parallel pass
 
-        def sequential():
+        def sequential(ids=ids, L=L):
             generate_cached(decoder, ids[:, :1], L)  # L steps, each waiting for the previous token
 
         times = time_interleaved({"parallel": teacher_forced, "sequential": sequential}, repeat=repeat)
