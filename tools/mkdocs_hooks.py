@@ -17,10 +17,12 @@ invented number.
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 from pathlib import Path
 
 from mkdocs.exceptions import PluginError
+from mkdocs.plugins import event_priority
 
 RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results"
 MARKER = re.compile(r"\{\{(result|table|provenance)\s+([^}]*?)\s*\}\}")
@@ -115,3 +117,48 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
         return render_provenance(record, args[0], language)
 
     return MARKER.sub(replace, markdown)
+
+
+@event_priority(-200)  # after mkdocs-static-i18n (-100) has rebuilt each language's file list
+def on_files(files, config):
+    """Let mkdocs-jupyter render notebooks in every language, the default one included.
+
+    mkdocs-static-i18n replaces the file objects after mkdocs-jupyter has wrapped the notebooks
+    (mkdocs-static-i18n issue 198): in the default language's build a notebook then stops being a
+    documentation page and is written out as raw JSON. Wrapping such files again here, last, fixes
+    it; files the other builds already treat as pages are left alone.
+    """
+    jupyter = config.plugins.get("mkdocs-jupyter")
+    if jupyter is None:
+        return files
+    from mkdocs_jupyter.plugin import NotebookFile
+
+    for file in list(files):
+        if not file.is_documentation_page() and jupyter.should_include(file):
+            page = NotebookFile(file, **config)
+            # Keep the language-specific destination mkdocs-static-i18n chose (e.g. zh-TW/labs/x/).
+            page.url, page.abs_dest_path = file.url, file.abs_dest_path
+            files.remove(file)
+            files.append(page)
+    return files
+
+
+def on_post_page(output: str, page, config) -> str:
+    """Point every page's language links at the same page in the other language, relatively.
+
+    mkdocs-static-i18n finds no alternates for notebooks (they are not Markdown pages when it
+    looks) and links the home pages absolutely ("/"), which breaks under a sub-path such as
+    GitHub Pages. Every page has a twin (a test checks), so the twin's URL is known: the same
+    path with or without the "zh-TW/" prefix.
+    """
+    base_url = page.url.removeprefix("zh-TW/")
+    targets = {"en": base_url, "zh-TW": "zh-TW/" + base_url}
+
+    def relative(target: str) -> str:
+        return posixpath.relpath(target or ".", page.url or ".") + "/"
+
+    return re.sub(
+        r'href="[^"]*"(\s+hreflang="(en|zh-TW)")',
+        lambda m: f'href="{relative(targets[m.group(2)])}"{m.group(1)}',
+        output,
+    )

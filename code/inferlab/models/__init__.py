@@ -26,6 +26,7 @@ class LogitsFn(Protocol):
     def __call__(self, input_ids: torch.Tensor) -> torch.Tensor: ...
 
 
+# --8<-- [start:configs]
 def target_config(vocab_size: int):
     """Return the bundled target's architecture: Llama, 9 layers, width 384, grouped-query attention."""
     from transformers import LlamaConfig
@@ -64,6 +65,9 @@ def draft_config(vocab_size: int):
         eos_token_id=0,
         pad_token_id=0,
     )
+
+
+# --8<-- [end:configs]
 
 
 def bundled_available() -> bool:

@@ -1,0 +1,125 @@
+"""Structural checks that keep the two languages and the included code honest.
+
+Used by ``tests/test_site_checks.py``; each function returns a list of problems (strings naming
+the file), so a test can show that a deliberately broken page is caught.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+
+ZH_SUFFIX = ".zh-TW.md"
+FENCE = re.compile(r"^(\s*)(```|~~~)")
+SNIPPET = re.compile(r"""--8<--\s+["']([^"']+)["']""")
+IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]+)[^)]*\)")
+LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)[^)]*\)")
+ADMONITION = re.compile(r"^\s*(!!!|\?\?\?\+?)\s+\w+")
+HEADING = re.compile(r"^#{1,6}\s")
+RESULT_MARKER = re.compile(r"\{\{(?:result|table|provenance)\s+[^}]*\}\}")
+SECTION_START = "--8<-- [start:{}]"
+
+
+def page_pairs(docs: Path) -> tuple[list[tuple[Path, Path]], list[str]]:
+    """Return (en, zh-TW) page pairs under ``docs`` and the problems of pages missing a twin."""
+    pairs, problems = [], []
+    for en in sorted(docs.rglob("*.md")):
+        if en.name.endswith(ZH_SUFFIX):
+            twin = en.with_name(en.name[: -len(ZH_SUFFIX)] + ".md")
+            if not twin.exists():
+                problems.append(f"{en.relative_to(docs)}: no English page {twin.name} beside it")
+            continue
+        zh = en.with_name(en.stem + ZH_SUFFIX)
+        if zh.exists():
+            pairs.append((en, zh))
+        else:
+            problems.append(f"{en.relative_to(docs)}: missing translation {zh.name}")
+    return pairs, problems
+
+
+def split_code(markdown: str) -> tuple[str, list[str]]:
+    """Return (prose outside fenced code, list of fenced code block bodies)."""
+    prose, blocks, current = [], [], None
+    for line in markdown.splitlines():
+        if FENCE.match(line):
+            if current is None:
+                current = []
+            else:
+                blocks.append("\n".join(current))
+                current = None
+            continue
+        (prose if current is None else current).append(line)
+    return "\n".join(prose), blocks
+
+
+def structure(markdown: str) -> dict[str, object]:
+    """Return the language-independent features a page and its translation must share."""
+    prose, blocks = split_code(markdown)
+    return {
+        "headings": sum(bool(HEADING.match(line)) for line in prose.splitlines()),
+        "code blocks": len(blocks),
+        "snippet includes": sorted(SNIPPET.findall(markdown)),
+        "images": sorted(IMAGE.findall(prose)),
+        "admonitions": sum(bool(ADMONITION.match(line)) for line in prose.splitlines()),
+        "links": sorted(LINK.findall(prose)),
+        "result markers": sorted(RESULT_MARKER.findall(markdown)),
+    }
+
+
+def parity_problems(en: Path, zh: Path) -> list[str]:
+    """Return how a zh-TW page's structure differs from its English twin (empty when identical)."""
+    en_features = structure(en.read_text(encoding="utf-8"))
+    zh_features = structure(zh.read_text(encoding="utf-8"))
+    return [
+        f"{zh}: {feature} differ from {en.name}: {en_features[feature]!r} vs {zh_features[feature]!r}"
+        for feature in en_features
+        if en_features[feature] != zh_features[feature]
+    ]
+
+
+def glossary_terms(glossary: Path) -> list[tuple[str, str]]:
+    """Return (English term, zh-TW term) rows of the glossary table."""
+    rows = []
+    for line in glossary.read_text(encoding="utf-8").splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) >= 2 and cells[0] and cells[0] not in ("English",) and not set(cells[0]) <= set("-: "):
+            rows.append((cells[0], cells[1]))
+    return rows
+
+
+def plain_prose(markdown: str) -> str:
+    """Return prose without code, inline code, link targets, result markers or math."""
+    prose, _ = split_code(markdown)
+    prose = re.sub(r"`[^`]*`", " ", prose)
+    prose = re.sub(r"\]\([^)]*\)", "]", prose)
+    prose = RESULT_MARKER.sub(" ", prose)
+    prose = re.sub(r"\\\(.*?\\\)|\\\[.*?\\\]", " ", prose, flags=re.DOTALL)
+    return prose
+
+
+def glossary_problems(en: Path, zh: Path, terms: list[tuple[str, str]]) -> list[str]:
+    """Return glossary terms the English page uses whose zh-TW term its twin never uses."""
+    en_prose, zh_prose = plain_prose(en.read_text(encoding="utf-8")), plain_prose(zh.read_text(encoding="utf-8"))
+    problems = []
+    for english, chinese in terms:
+        if english == chinese:
+            continue
+        if re.search(rf"(?<![\w-]){re.escape(english)}(?![\w-])", en_prose, re.IGNORECASE) and chinese not in zh_prose:
+            problems.append(f"{zh}: {en.name} uses '{english}' but the translation never uses the glossary term '{chinese}'")
+    return problems
+
+
+def snippet_problems(page: Path, base_paths: list[Path]) -> list[str]:
+    """Return includes on a page whose file or named section does not exist."""
+    problems = []
+    for target in SNIPPET.findall(page.read_text(encoding="utf-8")):
+        file_part, _, section = target.partition(":")
+        found = next((base / file_part for base in base_paths if (base / file_part).is_file()), None)
+        if found is None:
+            problems.append(f"{page}: included file {file_part!r} not found under {[str(b) for b in base_paths]}")
+            continue
+        if section and not section.replace(":", "").isdigit():
+            if SECTION_START.format(section) not in found.read_text(encoding="utf-8"):
+                problems.append(f"{page}: {file_part} has no section {section!r}")
+    return problems
