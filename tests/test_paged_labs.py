@@ -108,3 +108,24 @@ def test_streaming_layers_from_host_keeps_the_logits(tiny_pair, device):
     torch.testing.assert_close(decoder(ids), expected)
     with pytest.raises(ValueError, match="num_offloaded must be an integer in 0..2"):
         StreamLayersFromHost(decoder, num_offloaded=3)
+
+
+def test_multiturn_lab_caches_what_the_previous_turn_computed():
+    """Closed form: turn i finds cached every full block of turn i-1's prompt plus its answer minus the last token."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from inferlab.paged.labs import multiturn_lab
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=8192, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=2048)
+    answer = 16
+    result = multiturn_lab(LlamaForCausalLM(config).eval(), load_tokenizer(), max_new_tokens=answer, repeats=1)
+    turns = result["turns"]
+    assert result["document_tokens"] >= 1500
+    assert turns[0]["cached_tokens"] == 0
+    for previous, turn in zip(turns, turns[1:]):
+        # The last sampled token of an answer is never fed back, so its key was never computed.
+        computed_before = previous["prompt_tokens"] + answer - 1
+        assert turn["cached_tokens"] == min(computed_before, turn["prompt_tokens"] - 1) // BLOCK * BLOCK
+        assert turn["computed_tokens"] == turn["prompt_tokens"] - turn["cached_tokens"]
