@@ -1,0 +1,162 @@
+"""Measure the bundled pair for its model card: ``python -m inferlab.models.evaluate``.
+
+Writes ``docs/results/models_card.json`` (sizes, held-out perplexity, greedy acceptance rate,
+per-token decode times and their ratio c, load-and-generate time) and the training-curve figure
+``docs/figures/models/training_curve.png`` from the committed training log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+from inferlab.bench import repo_root, time_interleaved, write_result
+from inferlab.models import BUNDLED_DIR, load_pair
+from inferlab.models.train import read_split
+
+
+def heldout_tokens(tokenizer) -> torch.Tensor:
+    """Return the held-out files of the training corpus as one tensor of token ids."""
+    manifest = json.loads((BUNDLED_DIR / "corpus_manifest.json").read_text())
+    ids: list[int] = []
+    for text in read_split(manifest, "heldout"):
+        ids.extend(tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id])
+    return torch.tensor(ids)
+
+
+def windows(tokens: torch.Tensor, length: int, count: int) -> torch.Tensor:
+    """Return ``count`` evenly spaced windows of ``length`` tokens (deterministic, no sampling)."""
+    starts = torch.linspace(0, len(tokens) - length - 1, count).long()
+    return torch.stack([tokens[s : s + length] for s in starts.tolist()])
+
+
+@torch.no_grad()
+def perplexity(model, batch: torch.Tensor) -> float:
+    """Return exp(mean next-token negative log-likelihood) over every position of every window."""
+    logits = model(batch[:, :-1]).logits
+    nll = F.cross_entropy(logits.flatten(0, 1).float(), batch[:, 1:].flatten())
+    return math.exp(nll.item())
+
+
+@torch.no_grad()
+def greedy_acceptance_rate(target, draft, prompts: torch.Tensor, new_tokens: int) -> float:
+    """Return how often the draft's argmax equals the target's along the target's greedy path.
+
+    Under greedy verification every accepted token is the target's argmax, so the text being
+    verified is always the target's greedy continuation, and this per-token agreement is the
+    probability that one drafted token is accepted: the alpha of the speed-up formulas.
+    """
+    agree = total = 0
+    for prompt in tqdm(prompts, desc="acceptance rate", unit="prompt", leave=False):
+        path = target.generate(prompt[None], max_new_tokens=new_tokens, do_sample=False, min_new_tokens=new_tokens)
+        positions = slice(prompt.numel() - 1, path.shape[1] - 1)
+        target_choice = target(path).logits[0, positions].argmax(-1)
+        draft_choice = draft(path).logits[0, positions].argmax(-1)
+        agree += (target_choice == draft_choice).sum().item()
+        total += target_choice.numel()
+    return agree / total
+
+
+@torch.no_grad()
+def decode_step_seconds(target, draft, context: int = 128, repeat: int = 200) -> dict[str, float]:
+    """Time one cached decode step of each model at the same context length, interleaved."""
+    ids = torch.randint(0, target.config.vocab_size, (1, context))
+    caches = {name: model(ids, use_cache=True).past_key_values for name, model in (("target", target), ("draft", draft))}
+    next_id = ids[:, -1:]
+
+    def step(model, name):
+        def run():
+            cache = caches[name]
+            model(next_id, cache=cache, use_cache=True)
+            cache.crop(context)  # keep the context length fixed across repeats
+
+        return run
+
+    timings = time_interleaved({"target": step(target, "target"), "draft": step(draft, "draft")}, repeat=repeat, warmup=10)
+    return {name: t["median_s"] for name, t in timings.items()}
+
+
+def load_and_generate_seconds(new_tokens: int = 32) -> float:
+    """Return the wall time to load the bundled pair and generate ``new_tokens`` greedy tokens."""
+    start = time.perf_counter()
+    target, _, tokenizer = load_pair()
+    ids = tokenizer("def main():", return_tensors="pt").input_ids
+    target.generate(ids, max_new_tokens=new_tokens, do_sample=False)
+    return time.perf_counter() - start
+
+
+def plot_training_curve(log_path: Path, out: Path) -> None:
+    """Draw the target's loss and the draft's agreement with it from the training log."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    records = [json.loads(line) for line in log_path.read_text().splitlines()[1:]]
+    steps = [r["step"] for r in records]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))
+    joint = [r for r in records if "target_loss" in r]
+    left.plot([r["step"] for r in joint], [r["target_loss"] for r in joint], label="target: cross-entropy")
+    left.plot(steps, [r["draft_ce"] for r in records], label="draft: cross-entropy", alpha=0.8)
+    left.set_xlabel("step")
+    left.set_ylabel("loss (nats / token)")
+    left.legend()
+    window = 20
+    agreement = [statistics.mean(r["agreement"] for r in records[max(0, i - window + 1) : i + 1]) for i in range(len(records))]
+    right.plot(steps, agreement, color="tab:green")
+    right.axvline(len(joint), color="grey", linestyle=":", label="draft-only distillation starts")
+    right.set_xlabel("step")
+    right.set_ylabel(f"draft/target argmax agreement ({window}-step mean)")
+    right.set_ylim(0, 1)
+    right.legend(loc="lower right")
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--windows", type=int, default=48, help="held-out windows of 256 tokens for perplexity")
+    parser.add_argument("--prompts", type=int, default=24, help="held-out prompts for the acceptance rate")
+    args = parser.parse_args(argv)
+    if args.windows < 1 or args.prompts < 1:
+        parser.error("--windows and --prompts must be >= 1")
+
+    load_seconds = load_and_generate_seconds()
+    target, draft, tokenizer = load_pair()
+    tokens = heldout_tokens(tokenizer)
+    batch = windows(tokens, 257, args.windows)
+    prompts = windows(tokens, 64, args.prompts)
+    steps = decode_step_seconds(target, draft)
+    values = {
+        "target_parameters": sum(p.numel() for p in target.parameters()),
+        "draft_parameters": sum(p.numel() for p in draft.parameters()),
+        "vocab_size": len(tokenizer),
+        "heldout_tokens": len(tokens),
+        "target_perplexity": perplexity(target, batch),
+        "draft_perplexity": perplexity(draft, batch),
+        "greedy_alpha": greedy_acceptance_rate(target, draft, prompts, new_tokens=64),
+        "target_step_ms": steps["target"] * 1e3,
+        "draft_step_ms": steps["draft"] * 1e3,
+        "step_time_ratio_c": steps["draft"] / steps["target"],
+        "load_and_generate_s": load_seconds,
+        "weights_mb": sum(f.stat().st_size for f in BUNDLED_DIR.rglob("*.safetensors")) / 2**20,
+    }
+    for key, value in values.items():
+        print(f"{key:>22}: {value:.4g}" if isinstance(value, float) else f"{key:>22}: {value}")
+    write_result("models_card", values)
+    root = repo_root() or Path.cwd()
+    plot_training_curve(BUNDLED_DIR / "training_log.jsonl", root / "docs" / "figures" / "models" / "training_curve.png")
+
+
+if __name__ == "__main__":
+    main()
