@@ -104,6 +104,7 @@ def check_same_vocab(target: Any, draft: Any) -> None:
         )
 
 
+# --8<-- [start:load_pair]
 def load_pair(
     target: str | Path | None = None,
     draft: str | Path | None = None,
@@ -132,6 +133,7 @@ def load_pair(
     draft_model = _load_model(draft, device, dtype)
     check_same_vocab(target_model, draft_model)
     return target_model, draft_model, tokenizer
+# --8<-- [end:load_pair]
 
 
 def as_logits_fn(model: Any) -> Callable[[torch.Tensor], torch.Tensor]:

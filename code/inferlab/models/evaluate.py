@@ -101,6 +101,7 @@ def plot_training_curve(log_path: Path, out: Path) -> None:
     import matplotlib.pyplot as plt
 
     records = [json.loads(line) for line in log_path.read_text().splitlines()[1:]]
+    records = [r for r in records if "event" not in r]
     steps = [r["step"] for r in records]
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))
     joint = [r for r in records if "target_loss" in r]

@@ -159,11 +159,13 @@ def learning_rate(step: int, total: int, peak: float, warmup: int) -> float:
     return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
+# --8<-- [start:distill]
 def distillation_loss(draft_logits: torch.Tensor, target_logits: torch.Tensor) -> torch.Tensor:
     """KL(target || draft) per token: the draft is pushed towards the target's whole distribution."""
     target_logp = F.log_softmax(target_logits.detach().float(), dim=-1)
     draft_logp = F.log_softmax(draft_logits.float(), dim=-1)
     return F.kl_div(draft_logp.flatten(0, 1), target_logp.flatten(0, 1), log_target=True, reduction="batchmean")
+# --8<-- [end:distill]
 
 
 def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
@@ -227,9 +229,12 @@ def main(argv: list[str] | None = None) -> None:
         generator.set_state(state["generator"])
         step, log = state["step"], state["log"]
         print(f"resumed from step {step}")
+        if state["settings"] != asdict(settings):
+            # A changed schedule is part of how the weights were made: keep it in the log.
+            log.append({"step": step, "event": "settings changed on resume", "settings": asdict(settings)})
 
     total = settings.joint_steps + settings.draft_steps
-    elapsed_before = log[-1]["elapsed_s"] if log else 0.0
+    elapsed_before = next((r["elapsed_s"] for r in reversed(log) if "elapsed_s" in r), 0.0)
     started = time.perf_counter()
     bar = tqdm(total=total, initial=step, desc="training", unit="step")
     while step < total:
