@@ -442,3 +442,16 @@ def test_other_decoders_reject_bad_input():
     for bad in ({"alpha": 1.5, "gamma": 2, "c": 0.1}, {"alpha": 0.5, "gamma": 0, "c": 0.1}, {"alpha": 0.5, "gamma": 2, "c": -1}):
         with pytest.raises(ValueError, match=next(k for k in ("alpha", "gamma", "c") if bad[k] in (1.5, 0, -1))):
             expected_speedup(**bad)
+
+
+@pytest.mark.skipif(not __import__("inferlab.models").models.bundled_available(), reason="the bundled pair is not trained yet")
+def test_all_greedy_decoders_equal_plain_greedy_on_the_bundled_pair(bundled_pair):
+    target, draft, tokenizer = bundled_pair
+    prompt = tokenizer("def area(width, height):\n    return width * height\n\ndef ", return_tensors="pt").input_ids
+    expected = greedy_generate(target, prompt, 24)
+    speculative = speculative_sample(target, draft, prompt, 24, gamma=4, temperature=0)
+    lookup = prompt_lookup_decode(target, prompt, 24, max_ngram=3, num_draft=4)
+    tree = tree_speculative_decode(target, draft, prompt, 24, (2, 2, 1))
+    for result in (speculative, lookup, tree):
+        assert torch.equal(result.sequences, expected)
+    assert speculative.accepted > 0, "a trained draft should agree with its target at least sometimes"
