@@ -146,13 +146,13 @@ def run_ops(harness: Harness, operations):
     assert harness.bm.num_free_blocks == harness.bm.num_blocks
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(num_blocks=st.integers(3, 12), operations=ops)
 def test_random_interleavings_keep_every_invariant(num_blocks, operations):
     run_ops(Harness(num_blocks), operations)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(num_blocks=st.integers(3, 12), operations=ops)
 def test_colliding_hashes_never_serve_wrong_kv(num_blocks, operations):
     """Every block gets the same hash: only the token check stands between a request and wrong KV."""
