@@ -1,0 +1,738 @@
+// In-browser calculators: KV-cache size, speculative decoding speed-up, attention HBM traffic.
+//
+// The first half is pure arithmetic that mirrors three Python modules line for line:
+//   inferlab/kvcache/size.py          kv_cache_bytes, cache_shape
+//   inferlab/speculative/formulas.py  expected_tokens_per_step, expected_speedup, best_gamma
+//   inferlab/flash/traffic.py         blocks_from_sram, hbm_traffic, attention_flops, estimate_runtime
+// tests/test_calculators.py runs these functions in Chromium on a grid of inputs and checks that
+// they give the Python functions' numbers, and that bad input is refused the same way.
+// The data (model configs, GPU data sheets, bytes per dtype) is not typed here: it comes from
+// calculator-presets.js, generated from the package by tools/calculator_presets.py.
+//
+// The second half draws the widgets: a page asks for one with
+//   <div class="calc" data-calc="kv-cache"></div>   (or "speculative-speedup", "hbm-traffic")
+(function () {
+  "use strict";
+
+  const PRESETS = window.INFERLAB_PRESETS;
+
+  // ---------------------------------------------------------------- checks (as in Python)
+
+  // Python's repr, so a message reads the same in both languages of the code.
+  function repr(value) {
+    if (typeof value === "string") return `'${value}'`;
+    if (value === null || value === undefined) return "None";
+    if (typeof value === "boolean") return value ? "True" : "False";
+    if (Number.isNaN(value)) return "nan";
+    if (value === Infinity) return "inf";
+    if (value === -Infinity) return "-inf";
+    return String(value);
+  }
+
+  function isNumber(value) {
+    return typeof value === "number" && !Number.isNaN(value);
+  }
+
+  function checkCount(name, value, minimum) {
+    // JavaScript has one number type: an "integer" is a number with no fractional part.
+    if (!Number.isInteger(value) || value < minimum) {
+      throw new RangeError(`${name} must be an integer >= ${minimum}, got ${repr(value)}`);
+    }
+  }
+
+  // ---------------------------------------------------------------- KV-cache size
+
+  function bytesPerElement(dtype) {
+    const key = typeof dtype === "string" ? dtype.toLowerCase().replace(/^torch\./, "") : null;
+    if (key !== null && Object.prototype.hasOwnProperty.call(PRESETS.bytes_per_element, key)) {
+      return PRESETS.bytes_per_element[key];
+    }
+    const allowed = Object.keys(PRESETS.bytes_per_element).sort();
+    throw new RangeError(`dtype must be one of ${allowed.join(", ")}, got ${repr(dtype)}`);
+  }
+
+  function firstOf(config, ...names) {
+    for (const name of names) {
+      if (config[name] !== undefined && config[name] !== null) return config[name];
+    }
+    return null;
+  }
+
+  // A preset name, or a config object with Hugging Face's field names.
+  function cacheShape(config) {
+    if (typeof config === "string") {
+      if (!Object.prototype.hasOwnProperty.call(PRESETS.kv_presets, config)) {
+        const names = Object.keys(PRESETS.kv_presets).sort();
+        throw new RangeError(`config must be a config object or a preset name in ${names.join(", ")}, got ${repr(config)}`);
+      }
+      config = PRESETS.kv_presets[config];
+    }
+    if (config === null || typeof config !== "object") {
+      throw new TypeError(`config must be a config object or a preset name, got ${repr(config)}`);
+    }
+    const layers = firstOf(config, "num_hidden_layers", "num_layers");
+    const heads = firstOf(config, "num_attention_heads", "num_heads");
+    const kvHeads = firstOf(config, "num_key_value_heads", "num_kv_heads") || heads; // no GQA field: MHA
+    const hiddenSize = firstOf(config, "hidden_size");
+    const headDim = firstOf(config, "head_dim") || (heads && hiddenSize ? Math.floor(hiddenSize / heads) : null);
+    for (const value of [layers, kvHeads, headDim]) {
+      if (!Number.isInteger(value) || value < 1) {
+        throw new RangeError(
+          "config must give num_hidden_layers, num_key_value_heads (or num_attention_heads) and " +
+            `head_dim (or hidden_size), got layers=${repr(layers)}, kv_heads=${repr(kvHeads)}, head_dim=${repr(headDim)}`
+        );
+      }
+    }
+    return { layers: layers, kv_heads: kvHeads, head_dim: headDim };
+  }
+
+  function kvCacheBytes(config, tokens, batch = 1, dtype = "float16") {
+    checkCount("tokens", tokens, 0);
+    checkCount("batch", batch, 0);
+    const size = bytesPerElement(dtype);
+    const shape = cacheShape(config);
+    // 2: one key and one value vector, per layer, per key/value head, per token, per sequence.
+    // Exact while below 2^53 bytes (8 PiB); Python's integers have no such limit.
+    return 2 * shape.layers * shape.kv_heads * shape.head_dim * tokens * batch * size;
+  }
+
+  // ---------------------------------------------------------------- speculative decoding
+
+  function checkAlpha(alpha) {
+    if (!isNumber(alpha) || !(alpha >= 0 && alpha <= 1)) {
+      throw new RangeError(`alpha must be a probability in [0, 1], got ${repr(alpha)}`);
+    }
+  }
+
+  function checkGamma(gamma, name = "gamma") {
+    if (!Number.isInteger(gamma) || gamma < 1) {
+      throw new RangeError(`${name} must be an integer >= 1, got ${repr(gamma)}`);
+    }
+  }
+
+  function checkCostRatio(value, name) {
+    if (!isNumber(value) || !(value >= 0 && Number.isFinite(value))) {
+      throw new RangeError(`${name} must be a finite number >= 0 (draft cost / target cost), got ${repr(value)}`);
+    }
+  }
+
+  // Leviathan et al. (2022), Section 3: (1 - alpha^(gamma+1)) / (1 - alpha).
+  function expectedTokensPerStep(alpha, gamma) {
+    checkAlpha(alpha);
+    checkGamma(gamma);
+    if (alpha === 1) return gamma + 1; // the limit: every draft accepted, plus the bonus token
+    return (1 - Math.pow(alpha, gamma + 1)) / (1 - alpha);
+  }
+
+  function expectedSpeedup(alpha, gamma, c) {
+    checkCostRatio(c, "c");
+    // One round costs gamma draft steps plus one target step that checks all drafts at once.
+    return expectedTokensPerStep(alpha, gamma) / (gamma * c + 1);
+  }
+
+  function bestGamma(alpha, c, maxGamma = 64) {
+    checkGamma(maxGamma); // named "gamma", as Python's best_gamma names it
+    let best = 1;
+    let bestSpeedup = expectedSpeedup(alpha, 1, c);
+    for (let gamma = 2; gamma <= maxGamma; gamma++) {
+      const speedup = expectedSpeedup(alpha, gamma, c);
+      if (speedup > bestSpeedup) {
+        // strictly greater: on a tie the smaller gamma stays, as in Python
+        best = gamma;
+        bestSpeedup = speedup;
+      }
+    }
+    return best;
+  }
+
+  // ---------------------------------------------------------------- attention HBM traffic
+
+  function blocksFromSram(sramBytes, d, elementBytes = 4) {
+    checkCount("sram_bytes", sramBytes, 1);
+    checkCount("d", d, 1);
+    checkCount("element_bytes", elementBytes, 1);
+    const sramElements = Math.floor(sramBytes / elementBytes);
+    if (sramElements < 4 * d) {
+      throw new RangeError(
+        `sram_bytes=${sramBytes} holds ${sramElements} elements of ${elementBytes} bytes, ` +
+          `fewer than 4d = ${4 * d}: not even one row each of Q, K, V and O fits`
+      );
+    }
+    // Dao et al. (2022), Algorithm 1: tiles of Q, K, V and O must fit in SRAM together.
+    const blockK = Math.ceil(sramElements / (4 * d));
+    return [Math.min(blockK, d), blockK];
+  }
+
+  function isNone(value) {
+    return value === null || value === undefined;
+  }
+
+  // options: { sram_bytes, block_q, block_k, causal, element_bytes }, Python's keyword arguments.
+  function hbmTraffic(N, d, method, options = {}) {
+    checkCount("N", N, 1);
+    checkCount("d", d, 1);
+    if (!PRESETS.attention_methods.includes(method)) {
+      throw new RangeError(`method must be one of ${PRESETS.attention_methods.join(", ")}, got ${repr(method)}`);
+    }
+    const causal = Boolean(options.causal);
+    const elementBytes = isNone(options.element_bytes) ? 4 : options.element_bytes;
+    let blockQ = options.block_q;
+    let blockK = options.block_k;
+    if (method === "standard") {
+      if (!isNone(options.sram_bytes) || !isNone(blockQ) || !isNone(blockK)) {
+        throw new RangeError("standard attention has no tiles: leave sram_bytes, block_q and block_k as None");
+      }
+      const reads = 3 * N * d + 2 * N * N; // Q, K, V, and S and P read back
+      const writes = 2 * N * N + N * d; // S, P, and the output O
+      return { reads: reads, writes: writes, total: reads + writes };
+    }
+    if (!isNone(options.sram_bytes)) {
+      if (!isNone(blockQ) || !isNone(blockK)) {
+        throw new RangeError("give either sram_bytes or block_q/block_k, not both");
+      }
+      [blockQ, blockK] = blocksFromSram(options.sram_bytes, d, elementBytes);
+    }
+    blockQ = isNone(blockQ) ? 64 : blockQ;
+    blockK = isNone(blockK) ? 64 : blockK;
+    checkCount("block_q", blockQ, 1);
+    checkCount("block_k", blockK, 1);
+
+    let reads = N * d; // every query tile is loaded once
+    for (let qStart = 0; qStart < N; qStart += blockQ) {
+      const qEnd = Math.min(qStart + blockQ, N);
+      // Key tiles this query tile visits: all of them, or (causal) those that reach the diagonal.
+      const keyEnd = causal ? qEnd : N;
+      const keysLoaded = Math.min(N, Math.ceil(keyEnd / blockK) * blockK);
+      reads += 2 * keysLoaded * d; // one K tile and one V tile per visit
+    }
+    const writes = N * d + N; // O, and the log-sum-exp L kept for the backward pass
+    return { reads: reads, writes: writes, total: reads + writes };
+  }
+
+  // Dao (2023), Section 4.1: 4 N^2 d forward, 2.5x that backward, halved when causal.
+  function attentionFlops(N, d, causal = false, backward = false) {
+    checkCount("N", N, 1);
+    checkCount("d", d, 1);
+    let flops = 4 * N * N * d;
+    if (backward) flops *= 2.5;
+    return causal ? flops / 2 : flops;
+  }
+
+  // The roofline model (Williams et al., 2009): the slower of arithmetic and memory traffic.
+  function estimateRuntime(flops, bytesMoved, gpu, precision = "fp32") {
+    const spec = typeof gpu === "string" ? PRESETS.gpu_presets[gpu] : gpu;
+    const fields = ["fp32_tflops", "fp16_tflops", "bandwidth_gbs"];
+    if (!spec || typeof spec !== "object" || !fields.every((f) => isNumber(spec[f]))) {
+      const names = Object.keys(PRESETS.gpu_presets).sort();
+      throw new RangeError(`gpu must be one of ${names.join(", ")} or a GPUSpec, got ${repr(gpu)}`);
+    }
+    if (precision !== "fp32" && precision !== "fp16") {
+      throw new RangeError(`precision must be 'fp32' or 'fp16', got ${repr(precision)}`);
+    }
+    for (const [name, value] of [["flops", flops], ["bytes_moved", bytesMoved]]) {
+      if (!isNumber(value) || value < 0) {
+        throw new RangeError(`${name} must be a number >= 0, got ${repr(value)}`);
+      }
+    }
+    const peakFlops = (precision === "fp32" ? spec.fp32_tflops : spec.fp16_tflops) * 1e12;
+    const bandwidth = spec.bandwidth_gbs * 1e9;
+    const computeS = flops / peakFlops;
+    const memoryS = bytesMoved / bandwidth;
+    return {
+      compute_s: computeS,
+      memory_s: memoryS,
+      runtime_s: Math.max(computeS, memoryS),
+      bound: computeS >= memoryS ? "compute" : "memory",
+      arithmetic_intensity: bytesMoved ? flops / bytesMoved : Infinity,
+      ridge_point: peakFlops / bandwidth, // FLOPs per byte where the two roofs meet
+    };
+  }
+
+  // ================================================================ widgets
+
+  const TEXT = {
+    en: {
+      kvTitle: "KV-cache size calculator",
+      kvFormula: "2 × layers × kv_heads × head_dim × tokens × batch × bytes per number",
+      model: "Model preset",
+      custom: "Custom",
+      layers: "Layers",
+      kvHeads: "Key/value heads",
+      headDim: "Head dimension",
+      tokens: "Tokens per sequence",
+      batch: "Batch (sequences)",
+      dtype: "Data type",
+      total: "KV cache",
+      perToken: "Per token, one sequence",
+      bytes: "bytes",
+      specTitle: "Speculative decoding speed-up",
+      specFormula: "speed-up = (1 − α^(γ+1)) / ((1 − α)(γc + 1))",
+      alpha: "Acceptance rate α",
+      gamma: "Drafted tokens per round γ",
+      cost: "Cost ratio c (draft step ÷ target step)",
+      tokensPerStep: "Expected tokens per target call",
+      speedup: "Expected speed-up",
+      best: "Best γ (1–64)",
+      chart: "Expected speed-up for γ = 1 to",
+      hbmTitle: "Attention HBM traffic and runtime estimate",
+      hbmNote: "A roofline estimate for one head, not a measurement.",
+      seqLen: "Sequence length N",
+      dim: "Head dimension d",
+      gpu: "GPU",
+      precision: "Precision",
+      causal: "Causal mask",
+      standard: "Standard",
+      flash: "Tiled (FlashAttention)",
+      tiles: "Tiles B_q × B_k (from SRAM)",
+      traffic: "HBM traffic (elements)",
+      trafficBytes: "HBM traffic",
+      flops: "FLOPs",
+      computeTime: "Compute time",
+      memoryTime: "Memory time",
+      runtime: "Estimated runtime",
+      bound: "Bound by",
+      computeBound: "compute",
+      memoryBound: "memory",
+      intensity: "Arithmetic intensity (FLOPs/byte)",
+      ridge: "Ridge point (FLOPs/byte)",
+      notApplicable: "—",
+    },
+    "zh-TW": {
+      kvTitle: "KV 快取大小計算器",
+      kvFormula: "2 × 層數 × 鍵／值頭數 × 頭維度 × 詞元數 × 批次 × 每個數的位元組",
+      model: "模型預設值",
+      custom: "自訂",
+      layers: "層數",
+      kvHeads: "鍵／值頭數",
+      headDim: "頭維度",
+      tokens: "每個序列的詞元數",
+      batch: "批次（序列數）",
+      dtype: "資料型別",
+      total: "KV 快取",
+      perToken: "每個詞元（一個序列）",
+      bytes: "位元組",
+      specTitle: "推測解碼加速計算器",
+      specFormula: "加速 = (1 − α^(γ+1)) / ((1 − α)(γc + 1))",
+      alpha: "接受率 α",
+      gamma: "每輪草擬的詞元數 γ",
+      cost: "成本比 c（草稿模型一步 ÷ 目標模型一步）",
+      tokensPerStep: "每次呼叫目標模型的預期詞元數",
+      speedup: "預期加速",
+      best: "最佳 γ（1–64）",
+      chart: "γ = 1 到下列值的預期加速：",
+      hbmTitle: "注意力的 HBM 流量與執行時間估計",
+      hbmNote: "以屋頂線模型估計一個注意力頭，不是量測值。",
+      seqLen: "序列長度 N",
+      dim: "頭維度 d",
+      gpu: "GPU",
+      precision: "精度",
+      causal: "因果遮罩",
+      standard: "標準注意力",
+      flash: "分塊（FlashAttention）",
+      tiles: "區塊大小 B_q × B_k（由 SRAM 推得）",
+      traffic: "HBM 流量（元素）",
+      trafficBytes: "HBM 流量",
+      flops: "浮點運算（FLOPs）",
+      computeTime: "計算時間",
+      memoryTime: "記憶體時間",
+      runtime: "估計執行時間",
+      bound: "受限於",
+      computeBound: "計算",
+      memoryBound: "記憶體",
+      intensity: "算術強度（FLOPs／位元組）",
+      ridge: "脊點（FLOPs／位元組）",
+      notApplicable: "—",
+    },
+  };
+
+  function language() {
+    const lang = (document.documentElement.lang || "en").toLowerCase();
+    return lang.startsWith("zh") ? "zh-TW" : "en";
+  }
+
+  // ---------------------------------------------------------------- formatting
+
+  const INTEGER = new Intl.NumberFormat("en-US", { maximumFractionDigits: 0 });
+
+  function formatInteger(value) {
+    return INTEGER.format(value);
+  }
+
+  function formatBinary(bytes) {
+    const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let value = bytes;
+    let unit = 0;
+    while (value >= 1024 && unit < units.length - 1) {
+      value /= 1024;
+      unit += 1;
+    }
+    return unit === 0 ? `${value} B` : `${value.toFixed(2)} ${units[unit]}`;
+  }
+
+  function formatDecimal(bytes) {
+    // Bandwidth is quoted in decimal units (1 GB = 1e9 bytes), so traffic is shown the same way.
+    const units = [["GB", 1e9], ["MB", 1e6], ["kB", 1e3]];
+    for (const [unit, scale] of units) {
+      if (bytes >= scale) return `${(bytes / scale).toFixed(2)} ${unit}`;
+    }
+    return `${bytes} B`;
+  }
+
+  function formatSeconds(seconds) {
+    if (seconds >= 1) return `${seconds.toFixed(3)} s`;
+    if (seconds >= 1e-3) return `${(seconds * 1e3).toFixed(3)} ms`;
+    return `${(seconds * 1e6).toFixed(3)} µs`;
+  }
+
+  // ---------------------------------------------------------------- small DOM helpers
+
+  function element(tag, attributes = {}, children = []) {
+    const node = document.createElement(tag);
+    for (const [name, value] of Object.entries(attributes)) {
+      if (value === false || value === null || value === undefined) continue;
+      node.setAttribute(name, value === true ? "" : String(value));
+    }
+    for (const child of [].concat(children)) {
+      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return node;
+  }
+
+  let uniqueId = 0;
+
+  // A labelled input or select; the label is tied to the control so screen readers and taps work.
+  function field(label, control) {
+    uniqueId += 1;
+    control.id = `calc-${uniqueId}`;
+    return element("div", { class: "calc__field" }, [element("label", { for: control.id }, label), control]);
+  }
+
+  function numberInput(name, value, attributes = {}) {
+    return element("input", { type: "number", name: name, value: value, inputmode: "decimal", ...attributes });
+  }
+
+  function select(name, options, selected) {
+    const node = element("select", { name: name });
+    for (const [value, label] of options) {
+      node.append(element("option", { value: value, selected: value === selected }, label));
+    }
+    return node;
+  }
+
+  // An output line: the visible text, and the exact number in data-value for tests and copying.
+  function outputRow(key, label) {
+    return element("div", { class: "calc__result" }, [
+      element("span", { class: "calc__result-label" }, label),
+      element("output", { "data-key": key }, "—"),
+    ]);
+  }
+
+  function show(root, key, text, value) {
+    const node = root.querySelector(`output[data-key="${key}"]`);
+    node.textContent = text;
+    if (value === undefined) node.removeAttribute("data-value");
+    else node.setAttribute("data-value", String(value));
+  }
+
+  function showError(root, error) {
+    const box = root.querySelector(".calc__error");
+    box.textContent = error ? error.message : "";
+    box.hidden = !error;
+  }
+
+  function clearOutputs(root) {
+    for (const node of root.querySelectorAll("output")) {
+      node.textContent = "—";
+      node.removeAttribute("data-value");
+    }
+  }
+
+  // Number("") is 0, which would hide an empty box: read empty as NaN so the check names it.
+  function readNumber(form, name) {
+    const raw = form.elements[name].value.trim();
+    return raw === "" ? NaN : Number(raw);
+  }
+
+  function frame(root, title, formula, controls, results) {
+    root.replaceChildren(
+      element("p", { class: "calc__title" }, title),
+      formula ? element("p", { class: "calc__formula" }, formula) : "",
+      element("form", { class: "calc__form", autocomplete: "off" }, controls),
+      element("div", { class: "calc__results", "aria-live": "polite" }, results),
+      element("p", { class: "calc__error", role: "alert", hidden: true })
+    );
+    const form = root.querySelector("form");
+    form.addEventListener("submit", (event) => event.preventDefault());
+    return form;
+  }
+
+  // ---------------------------------------------------------------- KV-cache widget
+
+  function mountKvCache(root, t) {
+    const names = Object.keys(PRESETS.kv_presets);
+    const first = PRESETS.kv_presets[names[0]];
+    const dtypes = [["bf16", "bf16 / fp16 (2 B)"], ["fp32", "fp32 (4 B)"], ["fp8", "fp8 / int8 (1 B)"]];
+    const form = frame(
+      root,
+      t.kvTitle,
+      t.kvFormula,
+      [
+        field(t.model, select("preset", names.map((n) => [n, n]).concat([["custom", t.custom]]), names[0])),
+        field(t.layers, numberInput("layers", first.num_hidden_layers, { min: 1, step: 1, inputmode: "numeric" })),
+        field(t.kvHeads, numberInput("kv_heads", first.num_key_value_heads, { min: 1, step: 1, inputmode: "numeric" })),
+        field(t.headDim, numberInput("head_dim", first.head_dim, { min: 1, step: 1, inputmode: "numeric" })),
+        field(t.tokens, numberInput("tokens", 8192, { min: 0, step: 1, inputmode: "numeric" })),
+        field(t.batch, numberInput("batch", 1, { min: 0, step: 1, inputmode: "numeric" })),
+        field(t.dtype, select("dtype", dtypes, "bf16")),
+      ],
+      [outputRow("bytes", t.total), outputRow("per_token", t.perToken)]
+    );
+
+    function update(event) {
+      const target = event && event.target;
+      if (target && target.name === "preset" && target.value !== "custom") {
+        const preset = PRESETS.kv_presets[target.value];
+        form.elements.layers.value = preset.num_hidden_layers;
+        form.elements.kv_heads.value = preset.num_key_value_heads;
+        form.elements.head_dim.value = preset.head_dim;
+      } else if (target && ["layers", "kv_heads", "head_dim"].includes(target.name)) {
+        form.elements.preset.value = "custom"; // edited by hand: no longer the preset's numbers
+      }
+      const config = {
+        num_hidden_layers: readNumber(form, "layers"),
+        num_key_value_heads: readNumber(form, "kv_heads"),
+        head_dim: readNumber(form, "head_dim"),
+      };
+      const dtype = form.elements.dtype.value;
+      try {
+        const total = kvCacheBytes(config, readNumber(form, "tokens"), readNumber(form, "batch"), dtype);
+        const perToken = kvCacheBytes(config, 1, 1, dtype);
+        show(root, "bytes", `${formatInteger(total)} ${t.bytes} (${formatBinary(total)})`, total);
+        show(root, "per_token", `${formatInteger(perToken)} ${t.bytes} (${formatBinary(perToken)})`, perToken);
+        showError(root, null);
+      } catch (error) {
+        clearOutputs(root);
+        showError(root, error);
+      }
+    }
+    form.addEventListener("input", update);
+    form.addEventListener("change", update);
+    update();
+  }
+
+  // ---------------------------------------------------------------- speculative widget
+
+  function speedupChart(alpha, gamma, c, label) {
+    const count = Math.max(10, gamma);
+    const values = [];
+    for (let g = 1; g <= count; g++) values.push(expectedSpeedup(alpha, g, c));
+    const top = Math.max(1, ...values);
+    const width = 300;
+    const height = 90;
+    const barWidth = width / count;
+    const svgNs = "http://www.w3.org/2000/svg";
+    const svg = document.createElementNS(svgNs, "svg");
+    svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
+    svg.setAttribute("class", "calc__chart");
+    svg.setAttribute("role", "img");
+    svg.setAttribute("aria-label", `${label} ${count}`);
+    values.forEach((value, index) => {
+      const bar = document.createElementNS(svgNs, "rect");
+      const barHeight = (value / top) * (height - 4);
+      bar.setAttribute("x", String(index * barWidth + 1));
+      bar.setAttribute("y", String(height - barHeight));
+      bar.setAttribute("width", String(Math.max(barWidth - 2, 1)));
+      bar.setAttribute("height", String(barHeight));
+      bar.setAttribute("class", index + 1 === gamma ? "calc__bar calc__bar--current" : "calc__bar");
+      const title = document.createElementNS(svgNs, "title");
+      title.textContent = `γ = ${index + 1}: ${value.toFixed(3)}×`;
+      bar.append(title);
+      svg.append(bar);
+    });
+    // The line at 1x: below it, speculative decoding is slower than plain decoding.
+    const baseline = document.createElementNS(svgNs, "line");
+    const y = height - (1 / top) * (height - 4);
+    for (const [name, value] of [["x1", 0], ["x2", width], ["y1", y], ["y2", y]]) baseline.setAttribute(name, String(value));
+    baseline.setAttribute("class", "calc__baseline");
+    svg.append(baseline);
+    return svg;
+  }
+
+  function mountSpeculative(root, t) {
+    const alphaRange = element("input", { type: "range", name: "alpha_range", min: 0, max: 1, step: 0.01, value: 0.8, "aria-hidden": "true", tabindex: -1 });
+    const form = frame(
+      root,
+      t.specTitle,
+      t.specFormula,
+      [
+        field(t.alpha, numberInput("alpha", 0.8, { min: 0, max: 1, step: 0.01 })),
+        element("div", { class: "calc__field calc__field--range" }, alphaRange),
+        field(t.gamma, numberInput("gamma", 4, { min: 1, max: 64, step: 1, inputmode: "numeric" })),
+        field(t.cost, numberInput("c", 0.05, { min: 0, step: 0.01 })),
+      ],
+      [
+        outputRow("tokens_per_step", t.tokensPerStep),
+        outputRow("speedup", t.speedup),
+        outputRow("best_gamma", t.best),
+        element("div", { class: "calc__chart-box" }),
+      ]
+    );
+
+    function update(event) {
+      // The slider and the number box show the same alpha; whichever moved sets the other.
+      if (event && event.target.name === "alpha_range") form.elements.alpha.value = event.target.value;
+      else if (event && event.target.name === "alpha") alphaRange.value = event.target.value;
+      const alpha = readNumber(form, "alpha");
+      const gamma = readNumber(form, "gamma");
+      const c = readNumber(form, "c");
+      const chartBox = root.querySelector(".calc__chart-box");
+      try {
+        const tokens = expectedTokensPerStep(alpha, gamma);
+        const speedup = expectedSpeedup(alpha, gamma, c);
+        const best = bestGamma(alpha, c, 64);
+        const bestSpeedup = expectedSpeedup(alpha, best, c);
+        show(root, "tokens_per_step", tokens.toFixed(3), tokens);
+        show(root, "speedup", `${speedup.toFixed(3)}×`, speedup);
+        show(root, "best_gamma", `${best} (${bestSpeedup.toFixed(3)}×)`, best);
+        chartBox.replaceChildren(speedupChart(alpha, gamma, c, t.chart));
+        showError(root, null);
+      } catch (error) {
+        clearOutputs(root);
+        chartBox.replaceChildren();
+        showError(root, error);
+      }
+    }
+    form.addEventListener("input", update);
+    form.addEventListener("change", update);
+    update();
+  }
+
+  // ---------------------------------------------------------------- HBM-traffic widget
+
+  function mountHbmTraffic(root, t) {
+    const gpus = Object.keys(PRESETS.gpu_presets);
+    const table = element("table", { class: "calc__table" }, [
+      element("thead", {}, element("tr", {}, [element("th", {}, ""), element("th", {}, t.standard), element("th", {}, t.flash)])),
+      element("tbody"),
+    ]);
+    const rows = [
+      ["tiles", t.tiles],
+      ["elements", t.traffic],
+      ["bytes", t.trafficBytes],
+      ["flops", t.flops],
+      ["compute", t.computeTime],
+      ["memory", t.memoryTime],
+      ["runtime", t.runtime],
+      ["bound", t.bound],
+      ["intensity", t.intensity],
+    ];
+    for (const [key, label] of rows) {
+      table.tBodies[0].append(
+        element("tr", {}, [
+          element("th", { scope: "row" }, label),
+          element("td", {}, element("output", { "data-key": `standard_${key}` }, "—")),
+          element("td", {}, element("output", { "data-key": `flash_${key}` }, "—")),
+        ])
+      );
+    }
+    const form = frame(
+      root,
+      t.hbmTitle,
+      t.hbmNote,
+      [
+        field(t.seqLen, numberInput("N", 4096, { min: 1, step: 1, inputmode: "numeric" })),
+        field(t.dim, numberInput("d", 64, { min: 1, step: 1, inputmode: "numeric" })),
+        field(t.gpu, select("gpu", gpus.map((g) => [g, g]), gpus[0])),
+        field(t.precision, select("precision", [["fp32", "fp32 (4 B)"], ["fp16", "fp16 (2 B)"]], "fp32")),
+        field(t.causal, element("input", { type: "checkbox", name: "causal" })),
+      ],
+      [element("div", { class: "calc__table-wrap" }, table), outputRow("ridge", t.ridge)]
+    );
+
+    function showMethod(method, traffic, flops, elementBytes, gpu, precision, tiles) {
+      const bytes = traffic.total * elementBytes;
+      const estimate = estimateRuntime(flops, bytes, gpu, precision);
+      show(root, `${method}_tiles`, tiles ? `${tiles[0]} × ${tiles[1]}` : t.notApplicable);
+      show(root, `${method}_elements`, formatInteger(traffic.total), traffic.total);
+      show(root, `${method}_bytes`, formatDecimal(bytes), bytes);
+      show(root, `${method}_flops`, formatInteger(flops), flops);
+      show(root, `${method}_compute`, formatSeconds(estimate.compute_s), estimate.compute_s);
+      show(root, `${method}_memory`, formatSeconds(estimate.memory_s), estimate.memory_s);
+      show(root, `${method}_runtime`, formatSeconds(estimate.runtime_s), estimate.runtime_s);
+      show(root, `${method}_bound`, estimate.bound === "compute" ? t.computeBound : t.memoryBound, estimate.bound);
+      show(root, `${method}_intensity`, estimate.arithmetic_intensity.toFixed(2), estimate.arithmetic_intensity);
+      show(root, "ridge", estimate.ridge_point.toFixed(2), estimate.ridge_point);
+    }
+
+    function update() {
+      const N = readNumber(form, "N");
+      const d = readNumber(form, "d");
+      const gpu = form.elements.gpu.value;
+      const precision = form.elements.precision.value;
+      const causal = form.elements.causal.checked;
+      const elementBytes = precision === "fp32" ? 4 : 2;
+      clearOutputs(root);
+      try {
+        const flops = attentionFlops(N, d, causal);
+        showMethod("standard", hbmTraffic(N, d, "standard"), flops, elementBytes, gpu, precision, null);
+        // Tiles as Algorithm 1 picks them from one SM's shared memory on this GPU.
+        const sramBytes = PRESETS.gpu_presets[gpu].sram_kib_per_sm * 1024;
+        const tiles = blocksFromSram(sramBytes, d, elementBytes);
+        const traffic = hbmTraffic(N, d, "flash", { block_q: tiles[0], block_k: tiles[1], causal: causal });
+        showMethod("flash", traffic, flops, elementBytes, gpu, precision, tiles);
+        showError(root, null);
+      } catch (error) {
+        showError(root, error);
+      }
+    }
+    form.addEventListener("input", update);
+    form.addEventListener("change", update);
+    update();
+  }
+
+  // ---------------------------------------------------------------- mounting
+
+  const WIDGETS = {
+    "kv-cache": mountKvCache,
+    "speculative-speedup": mountSpeculative,
+    "hbm-traffic": mountHbmTraffic,
+  };
+
+  function mountAll() {
+    const t = TEXT[language()];
+    for (const root of document.querySelectorAll(".calc[data-calc]")) {
+      if (root.dataset.ready) continue; // already drawn on this page
+      const mount = WIDGETS[root.dataset.calc];
+      if (!mount) {
+        root.textContent = `Unknown calculator ${repr(root.dataset.calc)}; known: ${Object.keys(WIDGETS).join(", ")}`;
+        continue;
+      }
+      mount(root, t);
+      root.dataset.ready = "true";
+    }
+  }
+
+  window.InferlabCalc = {
+    bytesPerElement: bytesPerElement,
+    cacheShape: cacheShape,
+    kvCacheBytes: kvCacheBytes,
+    expectedTokensPerStep: expectedTokensPerStep,
+    expectedSpeedup: expectedSpeedup,
+    bestGamma: bestGamma,
+    blocksFromSram: blocksFromSram,
+    hbmTraffic: hbmTraffic,
+    attentionFlops: attentionFlops,
+    estimateRuntime: estimateRuntime,
+    mountAll: mountAll,
+  };
+
+  // Material's instant navigation swaps the page without reloading scripts: it announces every
+  // new page on document$, so draw the widgets each time. Without Material, draw once.
+  if (typeof document$ !== "undefined") {
+    document$.subscribe(mountAll);
+  } else if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", mountAll);
+  } else {
+    mountAll();
+  }
+})();
