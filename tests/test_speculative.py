@@ -455,3 +455,14 @@ def test_all_greedy_decoders_equal_plain_greedy_on_the_bundled_pair(bundled_pair
     for result in (speculative, lookup, tree):
         assert torch.equal(result.sequences, expected)
     assert speculative.accepted > 0, "a trained draft should agree with its target at least sometimes"
+
+
+def test_bench_chi_square_p_value_matches_scipy():
+    from scipy.stats import chisquare
+
+    from inferlab.speculative.bench import chi_square_p_value
+
+    observed, expected = [12.0, 25.0, 31.0, 40.0, 2.0], [15.0, 20.0, 30.0, 40.0, 5.0]
+    assert chi_square_p_value(torch.tensor(observed), torch.tensor(expected)) == pytest.approx(
+        chisquare(observed, expected).pvalue, rel=1e-6
+    )
