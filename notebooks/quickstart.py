@@ -3,7 +3,21 @@
 #
 # This notebook loads a causal language model and writes text one token at a time, the loop every
 # other lab speeds up. It runs offline on the site's bundled model pair, or in Colab on any Hugging
-# Face model: change `TARGET` in the next cell.
+# Face model: change `TARGET` in the cell after the set-up.
+
+# %% [markdown]
+# ## Set up
+#
+# Colab already has everything this lab needs (torch, transformers, matplotlib). The cell installs
+# only what is missing, so elsewhere it is enough to run it once.
+
+# %%
+import importlib.util
+
+missing = [name for name in ("torch", "transformers", "matplotlib") if importlib.util.find_spec(name) is None]
+if missing:
+    packages = " ".join(missing)
+    %pip install -q {packages}
 
 # %%
 import os

@@ -1,7 +1,20 @@
 # %% [markdown]
 # # 快速上手：一個詞元一個詞元地生成文字
 #
-# 這本筆記本載入一個因果語言模型，一次寫出一個詞元，這正是其他實作要加速的迴圈。它可以在本站內建的模型組上離線執行，也可以在 Colab 上使用任何 Hugging Face 模型：修改下一格中的 `TARGET` 即可。
+# 這本筆記本載入一個因果語言模型，一次寫出一個詞元，這正是其他實作要加速的迴圈。它可以在本站內建的模型組上離線執行，也可以在 Colab 上使用任何 Hugging Face 模型：修改環境設定之後那一格中的 `TARGET` 即可。
+
+# %% [markdown]
+# ## 環境設定
+#
+# Colab 已經有這個實作需要的一切（torch、transformers、matplotlib）。這一格只安裝缺少的套件，所以在其他環境執行一次就夠了。
+
+# %%
+import importlib.util
+
+missing = [name for name in ("torch", "transformers", "matplotlib") if importlib.util.find_spec(name) is None]
+if missing:
+    packages = " ".join(missing)
+    %pip install -q {packages}
 
 # %%
 import os
