@@ -76,7 +76,7 @@ def decode_step_seconds(target, draft, context: int = 128, repeat: int = 200) ->
         def run():
             cache = caches[name]
             model(next_id, cache=cache, use_cache=True)
-            cache.crop(context)  # keep the context length fixed across repeats
+            cache.crop(-1)  # drop the new token: every repeat decodes at the same context length
 
         return run
 
