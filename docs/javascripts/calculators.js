@@ -369,6 +369,15 @@
     return unit === 0 ? `${value} B` : `${value.toFixed(2)} ${units[unit]}`;
   }
 
+  // Big counts in SI steps (68.16 M rather than 68,157,440) so a table fits a phone's width;
+  // the exact number stays in the output's data-value and its tooltip.
+  function formatCompact(value, unit = "") {
+    for (const [prefix, scale] of [["T", 1e12], ["G", 1e9], ["M", 1e6], ["k", 1e3]]) {
+      if (value >= scale) return `${(value / scale).toFixed(2)} ${prefix}${unit}`;
+    }
+    return `${value}${unit ? " " + unit : ""}`;
+  }
+
   function formatDecimal(bytes) {
     // Bandwidth is quoted in decimal units (1 GB = 1e9 bytes), so traffic is shown the same way.
     const units = [["GB", 1e9], ["MB", 1e6], ["kB", 1e3]];
@@ -378,10 +387,11 @@
     return `${bytes} B`;
   }
 
+  // Four significant digits: an estimate from two peak numbers deserves no more.
   function formatSeconds(seconds) {
-    if (seconds >= 1) return `${seconds.toFixed(3)} s`;
-    if (seconds >= 1e-3) return `${(seconds * 1e3).toFixed(3)} ms`;
-    return `${(seconds * 1e6).toFixed(3)} µs`;
+    if (seconds >= 1) return `${seconds.toPrecision(4)} s`;
+    if (seconds >= 1e-3) return `${(seconds * 1e3).toPrecision(4)} ms`;
+    return `${(seconds * 1e6).toPrecision(4)} µs`;
   }
 
   // ---------------------------------------------------------------- small DOM helpers
@@ -430,8 +440,13 @@
   function show(root, key, text, value) {
     const node = root.querySelector(`output[data-key="${key}"]`);
     node.textContent = text;
-    if (value === undefined) node.removeAttribute("data-value");
-    else node.setAttribute("data-value", String(value));
+    if (value === undefined) {
+      node.removeAttribute("data-value");
+      node.removeAttribute("title");
+    } else {
+      node.setAttribute("data-value", String(value));
+      if (typeof value === "number") node.setAttribute("title", Number.isInteger(value) ? formatInteger(value) : String(value));
+    }
   }
 
   function showError(root, error) {
@@ -444,6 +459,7 @@
     for (const node of root.querySelectorAll("output")) {
       node.textContent = "—";
       node.removeAttribute("data-value");
+      node.removeAttribute("title");
     }
   }
 
@@ -653,9 +669,9 @@
       const bytes = traffic.total * elementBytes;
       const estimate = estimateRuntime(flops, bytes, gpu, precision);
       show(root, `${method}_tiles`, tiles ? `${tiles[0]} × ${tiles[1]}` : t.notApplicable);
-      show(root, `${method}_elements`, formatInteger(traffic.total), traffic.total);
+      show(root, `${method}_elements`, formatCompact(traffic.total), traffic.total);
       show(root, `${method}_bytes`, formatDecimal(bytes), bytes);
-      show(root, `${method}_flops`, formatInteger(flops), flops);
+      show(root, `${method}_flops`, formatCompact(flops, "FLOP"), flops);
       show(root, `${method}_compute`, formatSeconds(estimate.compute_s), estimate.compute_s);
       show(root, `${method}_memory`, formatSeconds(estimate.memory_s), estimate.memory_s);
       show(root, `${method}_runtime`, formatSeconds(estimate.runtime_s), estimate.runtime_s);
