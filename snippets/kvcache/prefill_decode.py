@@ -53,8 +53,8 @@ def prefill_then_decode(T, steps):
 
 
 prefill_then_decode(8, 2)  # warm-up: the first call pays one-time costs
-for T in (16, 128) if FAST else (16, 64, 256, 1024):
-    prefill_s, decode_s = prefill_then_decode(T, 4 if FAST else 16)
+for T in (8, 64) if FAST else (16, 64, 256, 1024):
+    prefill_s, decode_s = prefill_then_decode(T, 2 if FAST else 16)
     print(f"T={T:5d}: prefill {1e3 * prefill_s:8.1f} ms ({T / prefill_s:8.0f} tokens/s), "
           f"decode {1e3 * decode_s:6.1f} ms per token ({1 / decode_s:6.0f} tokens/s)")
 # --8<-- [end:prefill_decode]
@@ -75,7 +75,7 @@ def sequential(ids):
         token = out.logits[:, -1:].argmax(-1)
 
 
-L = 32 if FAST else 256
+L = 12 if FAST else 256
 ids = random_ids(L)
 parallel_s, _ = seconds(lambda: teacher_forced(ids))
 sequential_s, _ = seconds(lambda: sequential(ids))
