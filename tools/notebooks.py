@@ -1,4 +1,4 @@
-"""Build the lab notebooks: ``python tools/notebooks.py [--check] [--all] [--target DIR --draft DIR]``.
+"""Build the lab notebooks: ``python tools/notebooks.py [NAME ...] [--check] [--all] [--target DIR --draft DIR]``.
 
 Sources are jupytext percent scripts in ``notebooks/`` (``name.py`` and ``name.zh-TW.py``, the same
 code cells, translated Markdown). Building a notebook
@@ -89,7 +89,9 @@ def expand_includes(notebook, source: Path) -> None:
         match = INCLUDE.fullmatch(cell.source.strip())
         if match is None:
             # Anything else in the cell would be silently dropped or run unexpanded: refuse it.
-            raise ValueError(f"{source.name}, cell {number}: a code cell with an include must hold only that line")
+            raise ValueError(
+                f"{source.name}, cell {number}: a code cell with an include must hold only that line"
+            )
         target = match.group(1)
         header = f"# snippets/{target}: edit the snippet, not this cell (tools/notebooks.py copies it here)\n"
         cell.source = header + snippet_text(target)
@@ -111,11 +113,22 @@ def render(source: Path):
     notebook = jupytext.read(source)
     expand_includes(notebook, source)
     # Under the title (the first cell, a "# ..." heading), or first when there is none.
-    has_title = notebook.cells and notebook.cells[0].cell_type == "markdown" and notebook.cells[0].source.startswith("# ")
+    has_title = (
+        notebook.cells
+        and notebook.cells[0].cell_type == "markdown"
+        and notebook.cells[0].source.startswith("# ")
+    )
     notebook.cells.insert(1 if has_title else 0, badge_cell(source))
     notebook.metadata.pop("jupytext", None)
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    notebook.metadata["inferlab"] = {"source": f"notebooks/{source.name}", "source_hash": source_hash(notebook)}
+    notebook.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    notebook.metadata["inferlab"] = {
+        "source": f"notebooks/{source.name}",
+        "source_hash": source_hash(notebook),
+    }
     return notebook
 
 
@@ -141,7 +154,8 @@ def is_stale(source: Path) -> bool:
     rendered = nbformat.read(path, as_version=4)
     wanted = render(source)
     recorded = rendered.metadata.get("inferlab", {}).get("source_hash")
-    return recorded != wanted.metadata["inferlab"]["source_hash"] or cell_sources(rendered) != cell_sources(wanted)
+    same_cells = cell_sources(rendered) == cell_sources(wanted)
+    return recorded != wanted.metadata["inferlab"]["source_hash"] or not same_cells
 
 
 def stale(sources: list[Path]) -> list[Path]:
@@ -158,7 +172,9 @@ def execute(notebook, target: Path | None = None, draft: Path | None = None) -> 
     target, draft = Path(target or BUNDLED_DIR / "target"), Path(draft or BUNDLED_DIR / "draft")
     for name, folder in (("target", target), ("draft", draft)):
         if not (folder / "config.json").is_file():
-            raise ValueError(f"{name} must be a model folder with a config.json, got {folder} (is the bundled pair trained?)")
+            raise ValueError(
+                f"{name} must be a model folder with a config.json, got {folder} (is the bundled pair trained?)"
+            )
     out = tempfile.mkdtemp(prefix="inferlab-notebook-")  # figures a snippet saves stay out of docs/
     os.environ.update(
         HF_HUB_OFFLINE="1",
@@ -167,13 +183,15 @@ def execute(notebook, target: Path | None = None, draft: Path | None = None) -> 
         INFERLAB_OUT=out,
         # Progress bars would fill the rendered outputs; Colab's widgets would hide them anyway.
         HF_HUB_DISABLE_PROGRESS_BARS="1",
-        PYTHONWARNINGS="ignore::tqdm.TqdmWarning",
+        PYTHONWARNINGS="ignore:IProgress not found",
         # Relative to the kernel's folder (docs/labs): the outputs show a path any checkout has.
         INFERLAB_TARGET=os.path.relpath(target, LABS),
         INFERLAB_DRAFT=os.path.relpath(draft, LABS),
         MPLBACKEND="module://matplotlib_inline.backend_inline",
     )
-    NotebookClient(notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(LABS)}}).execute()
+    NotebookClient(
+        notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(LABS)}}
+    ).execute()
     for cell in notebook.cells:
         cell.metadata.pop("execution", None)  # kernel timestamps: noise in every diff
 
@@ -195,16 +213,36 @@ def outputs_from_twin(notebook, source: Path) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="only check that notebooks match their sources")
-    parser.add_argument("--all", action="store_true", help="rebuild every notebook, not only stale ones")
-    parser.add_argument("--target", type=Path, help="target model folder (default: the bundled target)")
-    parser.add_argument("--draft", type=Path, help="draft model folder (default: the bundled draft)")
+    parser.add_argument(
+        "--check", action="store_true", help="only check that notebooks match their sources"
+    )
+    parser.add_argument(
+        "--all", action="store_true", help="rebuild every notebook, not only stale ones"
+    )
+    parser.add_argument(
+        "names", nargs="*", help="only these notebooks (e.g. kvcache), both languages"
+    )
+    parser.add_argument(
+        "--target", type=Path, help="target model folder (default: the bundled target)"
+    )
+    parser.add_argument(
+        "--draft", type=Path, help="draft model folder (default: the bundled draft)"
+    )
     args = parser.parse_args(argv)
     sources = sorted(SOURCES.glob("*.py"))  # name.py sorts before name.zh-TW.py: English runs first
+    unknown = set(args.names) - {s.name.removesuffix(".py").removesuffix(".zh-TW") for s in sources}
+    if unknown:
+        parser.error(f"names must be notebooks in {SOURCES.name}/, got unknown {sorted(unknown)}")
+    if args.names:
+        sources = [
+            s for s in sources if s.name.removesuffix(".py").removesuffix(".zh-TW") in args.names
+        ]
     todo = sources if args.all else stale(sources)
     if args.check:
         for source in todo:
-            print(f"{notebook_path(source)} is out of date with {source}; run python tools/notebooks.py")
+            print(
+                f"{notebook_path(source)} is out of date with {source}; run python tools/notebooks.py"
+            )
         return 1 if todo else 0
     for source in todo:
         notebook = render(source)
@@ -213,7 +251,10 @@ def main(argv: list[str] | None = None) -> int:
         if not reused:
             execute(notebook, args.target, args.draft)
         nbformat.write(notebook, notebook_path(source))
-        print(f"wrote {notebook_path(source).relative_to(ROOT)}" + (" (outputs of its twin)" if reused else ""))
+        print(
+            f"wrote {notebook_path(source).relative_to(ROOT)}"
+            + (" (outputs of its twin)" if reused else "")
+        )
     return 0
 
 
