@@ -270,7 +270,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default=None, help="Llama checkpoint (path or hub id); default: bundled target")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     parser.add_argument("--figures-only", action="store_true", help="redraw the figures from existing results")
+    parser.add_argument("--only", nargs="+", default=None, metavar="PART",
+                        choices=["sizes", "causality", "naive_vs_cached", "prefill_decode", "train_vs_generate",
+                                 "vs_transformers"], help="run only these parts (the others keep their files)")
+    parser.add_argument("--repeat", type=int, default=None, help="timed repeats per measurement (default 3, quick 1)")
     args = parser.parse_args(argv)
+    if args.repeat is not None and args.repeat < 1:
+        parser.error(f"--repeat must be >= 1, got {args.repeat}")
     if args.threads is not None:
         if args.threads < 1:
             parser.error(f"--threads must be >= 1, got {args.threads}")
@@ -288,6 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         ks, lengths, repeat, train_lengths = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512], [16, 32, 64, 128, 256, 512, 1024], 3, [64, 128, 256]
         hf_k = 128
+    repeat = args.repeat or repeat
     steps = [
         ("kvcache_sizes", lambda: cache_sizes(decoder)),
         ("kvcache_causality", lambda: causality(decoder)),
@@ -296,6 +303,8 @@ def main(argv: list[str] | None = None) -> int:
         ("kvcache_train_vs_generate", lambda: bench_train_vs_generate(decoder, train_lengths, repeat)),
         ("kvcache_vs_transformers", lambda: bench_vs_transformers(hf_model, decoder, 16, hf_k, repeat)),
     ]
+    if args.only:
+        steps = [(name, run) for name, run in steps if name.removeprefix("kvcache_") in args.only]
     for name, run in tqdm(steps, desc="kvcache benchmarks"):
         path = write_result(name, run(), command=command.strip())
         tqdm.write(f"wrote {path}")
