@@ -20,11 +20,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_browser import CHROMIUM, CHROMIUM_ARGS, SITE, browser, page, site_url  # noqa: F401 (fixtures)
 
+import test_browser
 from inferlab.flash import traffic
 from inferlab.kvcache import size
 from inferlab.speculative import formulas
+from test_browser import CHROMIUM, CHROMIUM_ARGS, SITE
 
 ROOT = Path(__file__).resolve().parent.parent
 JS_DIR = ROOT / "docs" / "javascripts"
@@ -33,6 +34,9 @@ sys.path.insert(0, str(ROOT / "tools"))
 import calculator_presets  # noqa: E402
 
 REL = 1e-9
+
+# The built-site fixtures of tests/test_browser.py (a local server on site/, one Chromium).
+site_url, browser, page = test_browser.site_url, test_browser.browser, test_browser.page
 
 
 # ---------------------------------------------------------------- the generated presets
@@ -59,18 +63,31 @@ def js(request):
         except ImportError:
             reason = "playwright is not installed"
     if reason:
-        if os.environ.get("INFERLAB_REQUIRE_BROWSER") == "1" or request.config.getoption("--browser"):
+        if os.environ.get("INFERLAB_REQUIRE_BROWSER") == "1" or request.config.getoption(
+            "--browser"
+        ):
             pytest.fail(f"browser tests required but {reason}")
         pytest.skip(reason)
 
+    # Playwright's sync API allows one instance per thread: when the site is built, share the
+    # session's browser from tests/test_browser.py; otherwise (no site, so no such browser) start one.
+    if test_browser.missing_requirement() is None:
+        yield from blank_calculator_page(request.getfixturevalue("browser"))
+        return
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        blank = chromium.new_page()
-        blank.set_content("<!doctype html><html lang='en'><body></body></html>")
-        blank.add_script_tag(path=str(JS_DIR / "calculator-presets.js"))
-        blank.add_script_tag(path=str(JS_DIR / "calculators.js"))
-        yield JsCalculators(blank)
+        yield from blank_calculator_page(chromium)
         chromium.close()
+
+
+def blank_calculator_page(chromium):
+    context = chromium.new_context()
+    blank = context.new_page()
+    blank.set_content("<!doctype html><html lang='en'><body></body></html>")
+    blank.add_script_tag(path=str(JS_DIR / "calculator-presets.js"))
+    blank.add_script_tag(path=str(JS_DIR / "calculators.js"))
+    yield JsCalculators(blank)
+    context.close()
 
 
 class JsCalculators:
@@ -104,9 +121,13 @@ def python_or_error(function, *args, **kwargs) -> dict:
 def assert_same(js_result: dict, py_result: dict, what: str) -> None:
     """Same number (1e-9 relative), same dict of numbers, or both refused."""
     if "error" in py_result:
-        assert "error" in js_result, f"{what}: Python refused ({py_result['error']}) but JS returned {js_result}"
+        assert "error" in js_result, (
+            f"{what}: Python refused ({py_result['error']}) but JS returned {js_result}"
+        )
         return
-    assert "error" not in js_result, f"{what}: JS threw {js_result['error']!r}, Python gave {py_result['value']}"
+    assert "error" not in js_result, (
+        f"{what}: JS threw {js_result['error']!r}, Python gave {py_result['value']}"
+    )
     expected, actual = py_result["value"], js_result["value"]
     if isinstance(expected, dict):
         assert set(actual) == set(expected), what
@@ -117,17 +138,34 @@ def assert_same(js_result: dict, py_result: dict, what: str) -> None:
     elif math.isinf(expected):
         assert actual == expected, f"{what}: {actual} != {expected}"
     else:
-        assert actual == pytest.approx(expected, rel=REL, abs=0), f"{what}: JS {actual} != Python {expected}"
+        assert actual == pytest.approx(expected, rel=REL, abs=0), (
+            f"{what}: JS {actual} != Python {expected}"
+        )
 
 
 @pytest.mark.browser
 def test_kv_cache_bytes_matches_python(js):
     configs = [*size.PRESETS]
     configs += [  # Hugging Face-style dicts, including the fallbacks (no GQA field, no head_dim)
-        {"num_hidden_layers": 9, "num_attention_heads": 6, "num_key_value_heads": 2, "head_dim": 64},
+        {
+            "num_hidden_layers": 9,
+            "num_attention_heads": 6,
+            "num_key_value_heads": 2,
+            "head_dim": 64,
+        },
         {"num_hidden_layers": 32, "num_attention_heads": 32, "hidden_size": 4096},
-        {"num_hidden_layers": 1, "num_attention_heads": 3, "num_key_value_heads": 1, "hidden_size": 96},
-        {"num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 128},
+        {
+            "num_hidden_layers": 1,
+            "num_attention_heads": 3,
+            "num_key_value_heads": 1,
+            "hidden_size": 96,
+        },
+        {
+            "num_hidden_layers": 80,
+            "num_attention_heads": 64,
+            "num_key_value_heads": 8,
+            "head_dim": 128,
+        },
     ]
     calls = [
         (config, tokens, batch, dtype)
@@ -151,14 +189,24 @@ COSTS = (0.0, 0.01, 0.05, 0.2, 1.0, 3.0)
 @pytest.mark.browser
 def test_speculative_formulas_match_python(js):
     token_calls = [(alpha, gamma) for alpha in ALPHAS for gamma in GAMMAS]
-    for args, result in zip(token_calls, js.many("expectedTokensPerStep", token_calls), strict=True):
-        assert_same(result, python_or_error(formulas.expected_tokens_per_step, *args), f"expected_tokens_per_step{args}")
+    for args, result in zip(
+        token_calls, js.many("expectedTokensPerStep", token_calls), strict=True
+    ):
+        assert_same(
+            result,
+            python_or_error(formulas.expected_tokens_per_step, *args),
+            f"expected_tokens_per_step{args}",
+        )
 
     speedup_calls = [(alpha, gamma, c) for alpha in ALPHAS for gamma in GAMMAS for c in COSTS]
     for args, result in zip(speedup_calls, js.many("expectedSpeedup", speedup_calls), strict=True):
-        assert_same(result, python_or_error(formulas.expected_speedup, *args), f"expected_speedup{args}")
+        assert_same(
+            result, python_or_error(formulas.expected_speedup, *args), f"expected_speedup{args}"
+        )
 
-    best_calls = [(alpha, c, max_gamma) for alpha in ALPHAS for c in COSTS for max_gamma in (1, 8, 64)]
+    best_calls = [
+        (alpha, c, max_gamma) for alpha in ALPHAS for c in COSTS for max_gamma in (1, 8, 64)
+    ]
     for args, result in zip(best_calls, js.many("bestGamma", best_calls), strict=True):
         assert result == {"value": formulas.best_gamma(*args)}, f"best_gamma{args}"
 
@@ -198,15 +246,26 @@ def test_hbm_traffic_matches_python(js):
     ]
     for args, result in zip(calls, js.many("hbmTraffic", calls), strict=True):
         N, d, method, options = args
-        assert_same(result, python_or_error(traffic.hbm_traffic, N, d, method, **options), f"hbm_traffic{args}")
+        assert_same(
+            result,
+            python_or_error(traffic.hbm_traffic, N, d, method, **options),
+            f"hbm_traffic{args}",
+        )
 
 
 @pytest.mark.browser
 def test_flops_and_roofline_match_python(js):
-    flop_calls = [(N, d, causal, backward) for N in (1, 100, 6144, 65536) for d in (1, 64, 128)
-                  for causal in (False, True) for backward in (False, True)]
+    flop_calls = [
+        (N, d, causal, backward)
+        for N in (1, 100, 6144, 65536)
+        for d in (1, 64, 128)
+        for causal in (False, True)
+        for backward in (False, True)
+    ]
     for args, result in zip(flop_calls, js.many("attentionFlops", flop_calls), strict=True):
-        assert_same(result, python_or_error(traffic.attention_flops, *args), f"attention_flops{args}")
+        assert_same(
+            result, python_or_error(traffic.attention_flops, *args), f"attention_flops{args}"
+        )
 
     custom = traffic.GPUSpec("mine", 10.0, 100.0, 500.0, 100, "a made-up GPU")
     gpus = [*traffic.GPU_PRESETS, custom]
@@ -217,9 +276,14 @@ def test_flops_and_roofline_match_python(js):
         for gpu in gpus
         for precision in ("fp32", "fp16")
     ]
-    js_calls = [(f, b, dataclasses.asdict(g) if isinstance(g, traffic.GPUSpec) else g, p) for f, b, g, p in runtime_calls]
+    js_calls = [
+        (f, b, dataclasses.asdict(g) if isinstance(g, traffic.GPUSpec) else g, p)
+        for f, b, g, p in runtime_calls
+    ]
     for args, result in zip(runtime_calls, js.many("estimateRuntime", js_calls), strict=True):
-        assert_same(result, python_or_error(traffic.estimate_runtime, *args), f"estimate_runtime{args}")
+        assert_same(
+            result, python_or_error(traffic.estimate_runtime, *args), f"estimate_runtime{args}"
+        )
 
 
 BAD_INPUT = [
@@ -227,7 +291,11 @@ BAD_INPUT = [
     ("kvCacheBytes", ("Llama-3.2-3B", 10, 1.5), size.kv_cache_bytes),
     ("kvCacheBytes", ("GPT-5", 10), size.kv_cache_bytes),
     ("kvCacheBytes", ("Llama-3.2-3B", 10, 1, "fp4"), size.kv_cache_bytes),
-    ("kvCacheBytes", ({"num_hidden_layers": 0, "num_attention_heads": 2, "head_dim": 4}, 10), size.kv_cache_bytes),
+    (
+        "kvCacheBytes",
+        ({"num_hidden_layers": 0, "num_attention_heads": 2, "head_dim": 4}, 10),
+        size.kv_cache_bytes,
+    ),
     ("expectedTokensPerStep", (1.5, 3), formulas.expected_tokens_per_step),
     ("expectedTokensPerStep", (-0.1, 3), formulas.expected_tokens_per_step),
     ("expectedTokensPerStep", (0.5, 0), formulas.expected_tokens_per_step),
@@ -291,8 +359,18 @@ def read_output(page, root: str, key: str) -> str:
 def open_calculator(page, site_url, path: str, kind: str) -> str:
     """Open a built page and wait for its calculator; collect errors thrown by calculators.js."""
     page.calculator_errors = []
-    page.on("pageerror", lambda e: "calculators.js" in (e.stack or "") and page.calculator_errors.append(str(e)))
-    page.on("console", lambda m: m.type == "error" and "calculators.js" in m.location.get("url", "") and page.calculator_errors.append(m.text))
+    page.on(
+        "pageerror",
+        lambda e: "calculators.js" in (e.stack or "") and page.calculator_errors.append(str(e)),
+    )
+    page.on(
+        "console",
+        lambda m: (
+            m.type == "error"
+            and "calculators.js" in m.location.get("url", "")
+            and page.calculator_errors.append(m.text)
+        ),
+    )
     response = page.goto(site_url + path, wait_until="load", timeout=60000)
     if response is None or response.status == 404:
         pytest.skip(f"{path} is not built yet")
@@ -315,7 +393,9 @@ def test_kv_cache_calculator_on_the_page_shows_pythons_number(page, site_url, la
     # Hand-edited heads switch the preset to "custom" and still agree with Python.
     page.fill(f"{root} input[name='kv_heads']", "12")
     config = {"num_hidden_layers": 28, "num_key_value_heads": 12, "head_dim": 128}
-    assert int(read_output(page, root, "bytes").split()[0].replace(",", "")) == size.kv_cache_bytes(config, 32768, 8, "fp32")
+    assert int(read_output(page, root, "bytes").split()[0].replace(",", "")) == size.kv_cache_bytes(
+        config, 32768, 8, "fp32"
+    )
     assert page.input_value(f"{root} select[name='preset']") == "custom"
     # Bad input: an error naming the argument, no number.
     page.fill(f"{root} input[name='tokens']", "-3")
@@ -334,10 +414,16 @@ def test_speedup_calculator_on_the_page_shows_pythons_number(page, site_url, lan
     page.fill(f"{root} input[name='gamma']", "5")
     page.fill(f"{root} input[name='c']", "0.1")
     assert read_output(page, root, "speedup") == f"{formulas.expected_speedup(0.7, 5, 0.1):.3f}×"
-    assert read_output(page, root, "tokens_per_step") == f"{formulas.expected_tokens_per_step(0.7, 5):.3f}"
+    assert (
+        read_output(page, root, "tokens_per_step")
+        == f"{formulas.expected_tokens_per_step(0.7, 5):.3f}"
+    )
     assert read_output(page, root, "best_gamma").split()[0] == str(formulas.best_gamma(0.7, 0.1))
     page.fill(f"{root} input[name='alpha']", "1")  # the limit, not a division by zero
-    assert read_output(page, root, "tokens_per_step") == f"{formulas.expected_tokens_per_step(1.0, 5):.3f}"
+    assert (
+        read_output(page, root, "tokens_per_step")
+        == f"{formulas.expected_tokens_per_step(1.0, 5):.3f}"
+    )
     assert page.calculator_errors == []
 
 
@@ -352,7 +438,10 @@ def test_hbm_calculator_on_the_page_shows_pythons_numbers(page, site_url, lang):
     block_q, block_k = traffic.blocks_from_sram(164 * 1024, 64, 4)
     tiled = traffic.hbm_traffic(6144, 64, "flash", block_q=block_q, block_k=block_k, causal=True)
     standard = traffic.hbm_traffic(6144, 64, "standard")
-    for key, expected in (("flash_elements", tiled["total"]), ("standard_elements", standard["total"])):
+    for key, expected in (
+        ("flash_elements", tiled["total"]),
+        ("standard_elements", standard["total"]),
+    ):
         shown = page.locator(f"{root} output[data-key='{key}']")
         assert int(shown.get_attribute("data-value")) == expected
         assert shown.inner_text() == f"{expected / 1e6:.2f} M"
@@ -361,7 +450,9 @@ def test_hbm_calculator_on_the_page_shows_pythons_numbers(page, site_url, lang):
     shown = page.locator(f"{root} output[data-key='flash_runtime']")
     assert float(shown.get_attribute("data-value")) == pytest.approx(estimate["runtime_s"], rel=REL)
     number, unit = shown.inner_text().split()
-    assert unit == "µs" and float(number) == pytest.approx(estimate["runtime_s"] * 1e6, rel=1e-3)  # 4 digits shown
+    assert unit == "µs" and float(number) == pytest.approx(
+        estimate["runtime_s"] * 1e6, rel=1e-3
+    )  # 4 digits shown
     bound = page.locator(f"{root} output[data-key='flash_bound']").get_attribute("data-value")
     assert bound == estimate["bound"]
     assert page.calculator_errors == []
@@ -383,7 +474,9 @@ def built_page_for(topic: str, preferred: str) -> str | None:
     """The preferred page if built, else the topic's first built page, else None."""
     if (SITE / preferred / "index.html").is_file():
         return preferred
-    pages = sorted(p.parent.relative_to(SITE).as_posix() + "/" for p in (SITE / topic).glob("*/index.html"))
+    pages = sorted(
+        p.parent.relative_to(SITE).as_posix() + "/" for p in (SITE / topic).glob("*/index.html")
+    )
     return pages[0] if pages else None
 
 
@@ -396,14 +489,21 @@ def test_phone_screenshot_per_topic(browser, site_url, topic, lang):
     if path is None:
         pytest.skip(f"no page of {topic} is built yet")
     prefix = "" if lang == "en" else "zh-TW/"
-    context = browser.new_context(viewport={"width": 390, "height": 844}, device_scale_factor=2, is_mobile=True, has_touch=True)
+    context = browser.new_context(
+        viewport={"width": 390, "height": 844},
+        device_scale_factor=2,
+        is_mobile=True,
+        has_touch=True,
+    )
     try:
         phone = context.new_page()
         phone.goto(site_url + prefix + path, wait_until="load", timeout=60000)
         if phone.locator(".arithmatex").count():  # formulas are part of the picture
             try:
                 phone.wait_for_selector("mjx-container", timeout=20000)
-            except Exception:  # a slow MathJax must not hide the screenshot; test_browser checks formulas
+            except (
+                Exception
+            ):  # a slow MathJax must not hide the screenshot; test_browser checks formulas
                 pass
         phone.wait_for_timeout(500)  # let the widgets draw and fonts settle
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
@@ -412,7 +512,9 @@ def test_phone_screenshot_per_topic(browser, site_url, topic, lang):
             widget.scroll_into_view_if_needed()
             widget.screenshot(path=str(SCREENSHOTS / f"{topic}-{lang}-calculator{index}.png"))
             box = widget.bounding_box()
-            assert box["x"] >= 0 and box["x"] + box["width"] <= 390 + 0.5, f"{path}: calculator wider than the phone: {box}"
+            assert box["x"] >= 0 and box["x"] + box["width"] <= 390 + 0.5, (
+                f"{path}: calculator wider than the phone: {box}"
+            )
             # Nothing inside may need sideways scrolling either (a clipped table column, say).
             overflow = widget.evaluate(
                 "el => Math.max(...[el, ...el.querySelectorAll('*')].map(e => e.scrollWidth - e.clientWidth))"
