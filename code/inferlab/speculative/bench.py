@@ -479,8 +479,8 @@ def main(argv: list[str] | None = None) -> None:
             plot_regime(record, figures / f"gamma_sweep_{name}.png")
         summary_keys = ("regime", "alpha", "c", "best_gamma_measured", "best_speedup_measured", "predicted_at_best_gamma",
                         "measured_over_predicted", "ours_over_hf_assisted_at_best_gamma", "best_speedup_prompt_lookup")
-        regimes["gammas"] = args.gammas
-        regimes["summary"] = [{key: record[key] for key in summary_keys} for record in regimes.values()]
+        summary = [{key: record[key] for key in summary_keys} for record in regimes.values()]
+        regimes |= {"gammas": args.gammas, "summary": summary}
         write_result("speculative_gamma_sweep", regimes)
     if "tree" in args.parts:
         values = tree_experiment(target, draft, tokenizer, args.repeat, args.new_tokens)
