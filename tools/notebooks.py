@@ -244,13 +244,17 @@ def main(argv: list[str] | None = None) -> int:
                 f"{notebook_path(source)} is out of date with {source}; run python tools/notebooks.py"
             )
         return 1 if todo else 0
+    executed_now = set()
     for source in todo:
         notebook = render(source)
         # Identical code gives identical outputs: run each pair once (the tests still run both).
-        reused = outputs_from_twin(notebook, source)
+        # --all means "run again", so then only a twin run in this same call may lend its outputs.
+        may_reuse = not args.all or twin_of(source) in executed_now
+        reused = may_reuse and outputs_from_twin(notebook, source)
         if not reused:
             execute(notebook, args.target, args.draft)
         nbformat.write(notebook, notebook_path(source))
+        executed_now.add(source)
         print(
             f"wrote {notebook_path(source).relative_to(ROOT)}"
             + (" (outputs of its twin)" if reused else "")
