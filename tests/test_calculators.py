@@ -12,11 +12,16 @@ or --browser makes that a failure.
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
+import functools
+import http.server
+import importlib.util
 import math
 import os
 import re
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -35,10 +40,6 @@ import calculator_presets  # noqa: E402
 
 REL = 1e-9
 
-# The built-site fixtures of tests/test_browser.py (a local server on site/, one Chromium).
-site_url, browser, page = test_browser.site_url, test_browser.browser, test_browser.page
-
-
 # ---------------------------------------------------------------- the generated presets
 
 
@@ -51,43 +52,103 @@ def test_generated_presets_match_the_package():
 # ---------------------------------------------------------------- pure functions in Chromium
 
 
-@pytest.fixture(scope="module")
-def js(request):
-    """A blank Chromium page with the calculators loaded; call(name, *args) runs one JS function."""
-    reason = None
-    if CHROMIUM is None:
-        reason = "Chromium is not installed (apt-get install chromium)"
-    else:
-        try:
-            from playwright.sync_api import sync_playwright
-        except ImportError:
-            reason = "playwright is not installed"
+class BrowserThread:
+    """One headless Chromium driven from its own thread.
+
+    Playwright's sync API allows one instance per thread, and tests/test_browser.py keeps its own
+    in the main thread for the whole session; this one lives in a worker thread so both coexist.
+    """
+
+    def __init__(self):
+        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+        self.call(self._start)
+
+    def call(self, function, *args):
+        """Run function(*args) in the browser's thread; its exceptions (and skips) come back here."""
+        return self.pool.submit(function, *args).result()
+
+    def _start(self):
+        from playwright.sync_api import sync_playwright
+
+        self.playwright = sync_playwright().start()
+        self.chromium = self.playwright.chromium.launch(
+            executable_path=CHROMIUM, args=CHROMIUM_ARGS
+        )
+
+    def _stop(self):
+        self.chromium.close()
+        self.playwright.stop()
+
+    def close(self):
+        self.call(self._stop)
+        self.pool.shutdown()
+
+
+def require(reason: str | None, config) -> None:
+    """Skip for a missing requirement, or fail when CI requires the browser tests."""
     if reason:
-        if os.environ.get("INFERLAB_REQUIRE_BROWSER") == "1" or request.config.getoption(
-            "--browser"
-        ):
+        if os.environ.get("INFERLAB_REQUIRE_BROWSER") == "1" or config.getoption("--browser"):
             pytest.fail(f"browser tests required but {reason}")
         pytest.skip(reason)
 
-    # Playwright's sync API allows one instance per thread: when the site is built, share the
-    # session's browser from tests/test_browser.py; otherwise (no site, so no such browser) start one.
-    if test_browser.missing_requirement() is None:
-        yield from blank_calculator_page(request.getfixturevalue("browser"))
-        return
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield from blank_calculator_page(chromium)
-        chromium.close()
+
+@pytest.fixture(scope="module")
+def chromium(request):
+    reason = None
+    if CHROMIUM is None:
+        reason = "Chromium is not installed (apt-get install chromium)"
+    elif importlib.util.find_spec("playwright") is None:
+        reason = "playwright is not installed"
+    require(reason, request.config)
+    thread = BrowserThread()
+    yield thread
+    thread.close()
 
 
-def blank_calculator_page(chromium):
-    context = chromium.new_context()
-    blank = context.new_page()
-    blank.set_content("<!doctype html><html lang='en'><body></body></html>")
-    blank.add_script_tag(path=str(JS_DIR / "calculator-presets.js"))
-    blank.add_script_tag(path=str(JS_DIR / "calculators.js"))
-    yield JsCalculators(blank)
-    context.close()
+@pytest.fixture(scope="module")
+def js(chromium):
+    """A blank page with the calculators loaded; no built site needed."""
+
+    def open_blank():
+        context = chromium.chromium.new_context()
+        blank = context.new_page()
+        blank.set_content("<!doctype html><html lang='en'><body></body></html>")
+        blank.add_script_tag(path=str(JS_DIR / "calculator-presets.js"))
+        blank.add_script_tag(path=str(JS_DIR / "calculators.js"))
+        return context, blank
+
+    context, blank = chromium.call(open_blank)
+    yield JsCalculators(blank, chromium)
+    chromium.call(context.close)
+
+
+class SiteRunner:
+    """Serves site/ on a local port and runs a check on a fresh page in the browser's thread."""
+
+    def __init__(self, chromium):
+        handler = functools.partial(test_browser.QuietHandler, directory=str(SITE))
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/"
+        self.chromium = chromium
+
+    def run(self, check, *args, **context_options):
+        def in_browser_thread():
+            context = self.chromium.chromium.new_context(**context_options)
+            try:
+                return check(context.new_page(), self.url, *args)
+            finally:
+                context.close()
+
+        return self.chromium.call(in_browser_thread)
+
+
+@pytest.fixture(scope="module")
+def site(chromium, request):
+    require(test_browser.missing_requirement(), request.config)
+    runner = SiteRunner(chromium)
+    yield runner
+    runner.server.shutdown()
 
 
 class JsCalculators:
@@ -98,11 +159,12 @@ class JsCalculators:
         catch (error) { return {error: error.message}; }
     })"""
 
-    def __init__(self, page):
-        self.page = page
+    def __init__(self, page, chromium):
+        self.page, self.chromium = page, chromium
 
     def many(self, name: str, arg_lists: list[list]) -> list[dict]:
-        return self.page.evaluate(self.SCRIPT, [[name, list(args)] for args in arg_lists])
+        calls = [[name, list(args)] for args in arg_lists]
+        return self.chromium.call(self.page.evaluate, self.SCRIPT, calls)
 
     def call(self, name: str, *args):
         (result,) = self.many(name, [args])
@@ -381,7 +443,11 @@ def open_calculator(page, site_url, path: str, kind: str) -> str:
 
 @pytest.mark.browser
 @pytest.mark.parametrize("lang", ["", "zh-TW/"])
-def test_kv_cache_calculator_on_the_page_shows_pythons_number(page, site_url, lang):
+def test_kv_cache_calculator_on_the_page_shows_pythons_number(site, lang):
+    site.run(check_kv_cache_calculator_on_the_page_shows_pythons_number, lang)
+
+
+def check_kv_cache_calculator_on_the_page_shows_pythons_number(page, site_url, lang):
     root = open_calculator(page, site_url, lang + "kvcache/cache-size/", "kv-cache")
     page.select_option(f"{root} select[name='preset']", "Qwen2.5-1.5B")
     page.fill(f"{root} input[name='tokens']", "32768")
@@ -408,7 +474,11 @@ def test_kv_cache_calculator_on_the_page_shows_pythons_number(page, site_url, la
 
 @pytest.mark.browser
 @pytest.mark.parametrize("lang", ["", "zh-TW/"])
-def test_speedup_calculator_on_the_page_shows_pythons_number(page, site_url, lang):
+def test_speedup_calculator_on_the_page_shows_pythons_number(site, lang):
+    site.run(check_speedup_calculator_on_the_page_shows_pythons_number, lang)
+
+
+def check_speedup_calculator_on_the_page_shows_pythons_number(page, site_url, lang):
     root = open_calculator(page, site_url, lang + "speculative/speedup/", "speculative-speedup")
     page.fill(f"{root} input[name='alpha']", "0.7")
     page.fill(f"{root} input[name='gamma']", "5")
@@ -429,7 +499,11 @@ def test_speedup_calculator_on_the_page_shows_pythons_number(page, site_url, lan
 
 @pytest.mark.browser
 @pytest.mark.parametrize("lang", ["", "zh-TW/"])
-def test_hbm_calculator_on_the_page_shows_pythons_numbers(page, site_url, lang):
+def test_hbm_calculator_on_the_page_shows_pythons_numbers(site, lang):
+    site.run(check_hbm_calculator_on_the_page_shows_pythons_numbers, lang)
+
+
+def check_hbm_calculator_on_the_page_shows_pythons_numbers(page, site_url, lang):
     root = open_calculator(page, site_url, lang + "flash/hbm-traffic/", "hbm-traffic")
     page.fill(f"{root} input[name='N']", "6144")
     page.fill(f"{root} input[name='d']", "64")
@@ -483,42 +557,45 @@ def built_page_for(topic: str, preferred: str) -> str | None:
 @pytest.mark.browser
 @pytest.mark.parametrize("lang", ["en", "zh-TW"])
 @pytest.mark.parametrize("topic", list(TOPIC_PAGES))
-def test_phone_screenshot_per_topic(browser, site_url, topic, lang):
+def test_phone_screenshot_per_topic(site, topic, lang):
     """Save a 390x844 screenshot (an iPhone 12-14 viewport); calculators must fit the width."""
     path = built_page_for(topic, TOPIC_PAGES[topic])
     if path is None:
         pytest.skip(f"no page of {topic} is built yet")
-    prefix = "" if lang == "en" else "zh-TW/"
-    context = browser.new_context(
+    site.run(
+        save_phone_screenshot,
+        path,
+        topic,
+        lang,
         viewport={"width": 390, "height": 844},
         device_scale_factor=2,
         is_mobile=True,
         has_touch=True,
     )
-    try:
-        phone = context.new_page()
-        phone.goto(site_url + prefix + path, wait_until="load", timeout=60000)
-        if phone.locator(".arithmatex").count():  # formulas are part of the picture
-            try:
-                phone.wait_for_selector("mjx-container", timeout=20000)
-            except (
-                Exception
-            ):  # a slow MathJax must not hide the screenshot; test_browser checks formulas
-                pass
-        phone.wait_for_timeout(500)  # let the widgets draw and fonts settle
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        phone.screenshot(path=str(SCREENSHOTS / f"{topic}-{lang}.png"))
-        for index, widget in enumerate(phone.locator(".calc[data-ready]").all()):
-            widget.scroll_into_view_if_needed()
-            widget.screenshot(path=str(SCREENSHOTS / f"{topic}-{lang}-calculator{index}.png"))
-            box = widget.bounding_box()
-            assert box["x"] >= 0 and box["x"] + box["width"] <= 390 + 0.5, (
-                f"{path}: calculator wider than the phone: {box}"
-            )
-            # Nothing inside may need sideways scrolling either (a clipped table column, say).
-            overflow = widget.evaluate(
-                "el => Math.max(...[el, ...el.querySelectorAll('*')].map(e => e.scrollWidth - e.clientWidth))"
-            )
-            assert overflow <= 1, f"{path}: calculator content overflows by {overflow}px"
-    finally:
-        context.close()
+
+
+def save_phone_screenshot(phone, site_url, path, topic, lang):
+    prefix = "" if lang == "en" else "zh-TW/"
+    phone.goto(site_url + prefix + path, wait_until="load", timeout=60000)
+    if phone.locator(".arithmatex").count():  # formulas are part of the picture
+        try:
+            phone.wait_for_selector("mjx-container", timeout=20000)
+        except (
+            Exception
+        ):  # a slow MathJax must not hide the screenshot; test_browser checks formulas
+            pass
+    phone.wait_for_timeout(500)  # let the widgets draw and fonts settle
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    phone.screenshot(path=str(SCREENSHOTS / f"{topic}-{lang}.png"))
+    for index, widget in enumerate(phone.locator(".calc[data-ready]").all()):
+        widget.scroll_into_view_if_needed()
+        widget.screenshot(path=str(SCREENSHOTS / f"{topic}-{lang}-calculator{index}.png"))
+        box = widget.bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= 390 + 0.5, (
+            f"{path}: calculator wider than the phone: {box}"
+        )
+        # Nothing inside may need sideways scrolling either (a clipped table column, say).
+        overflow = widget.evaluate(
+            "el => Math.max(...[el, ...el.querySelectorAll('*')].map(e => e.scrollWidth - e.clientWidth))"
+        )
+        assert overflow <= 1, f"{path}: calculator content overflows by {overflow}px"
