@@ -136,7 +136,9 @@ class SiteRunner:
         def in_browser_thread():
             context = self.chromium.chromium.new_context(**context_options)
             try:
-                return check(context.new_page(), self.url, *args)
+                page = context.new_page()
+                page.set_default_timeout(60_000)  # generous: CI machines are small and shared
+                return check(page, self.url, *args)
             finally:
                 context.close()
 
