@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import http.server
 import os
+import re
 import shutil
 import threading
 from pathlib import Path
@@ -73,10 +74,18 @@ def browser(site_url):
         browser.close()
 
 
+def answer_offline(route):
+    """Answer requests that leave the site (Material asks GitHub for the repository's stars) with
+    an empty reply: the tests run offline, and the site must not depend on them."""
+    route.fulfill(status=200, content_type="application/json", body="{}")
+
+
 @pytest.fixture
-def page(browser):
+def page(browser, site_url):
     context = browser.new_context()
+    context.route(re.compile(r"^(?!" + re.escape(site_url) + ")https?://"), answer_offline)
     page = context.new_page()
+    page.set_default_timeout(60_000)  # generous: CI machines are small and shared
     page.console_errors = []
     page.on("console", lambda m: m.type == "error" and page.console_errors.append(m.text))
     page.on("pageerror", lambda e: page.console_errors.append(str(e)))
@@ -99,7 +108,7 @@ def site_pages() -> list[str]:
 def test_page_loads_without_errors_or_broken_links(page, site_url, path):
     failed = []
     page.on("response", lambda r: r.status >= 400 and r.url.startswith(site_url) and failed.append(r.url))
-    page.goto(site_url + path.lstrip("/"), wait_until="networkidle")
+    page.goto(site_url + path.lstrip("/"), wait_until="load")
     assert page.console_errors == [], f"{path}: console errors {page.console_errors}"
     assert failed == [], f"{path}: failed requests {failed}"
     # Every internal link on the page must resolve to a built file.
@@ -122,10 +131,9 @@ def test_page_loads_without_errors_or_broken_links(page, site_url, path):
 def test_language_switch_lands_on_the_same_page(page, site_url, start, expected_url, expected_heading):
     page.goto(site_url + start)
     other = "zh-TW" if not start.startswith("zh-TW") else "en"
-    page.click("label[for='__search'] ~ * .md-select button, .md-header__option .md-select button", timeout=5000)
+    page.click(".md-select button")  # the language menu opens on focus, as a reader's tap does
     page.click(f"a.md-select__link[hreflang='{other}']")
-    page.wait_for_load_state("networkidle")
-    assert page.url == site_url + expected_url
+    page.wait_for_url(site_url + expected_url)
     assert expected_heading in page.inner_text("article")
 
 
@@ -135,12 +143,13 @@ def test_language_switch_lands_on_the_same_page(page, site_url, start, expected_
 )
 def test_search_finds_words(page, site_url, start, query):
     page.goto(site_url + start, wait_until="networkidle")
-    page.click("label.md-search__icon[for='__search'], .md-header__button[for='__search']")
-    page.fill("input.md-search__input", query)
+    page.fill("input.md-search__input", query)  # on a desktop-width page the search box is visible
     results = page.locator(".md-search-result__item")
     results.first.wait_for(timeout=15000)
     assert results.count() > 0
-    assert query.lower() in page.inner_text(".md-search-result").lower()
+    # Chinese text is indexed as jieba's words joined by zero-width spaces; read it without them.
+    found = [item.replace("\u200b", "").lower() for item in results.all_inner_texts()]
+    assert any(query.lower() in item for item in found), found[:3]
 
 
 def test_formulas_render(page, site_url):

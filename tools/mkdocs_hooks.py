@@ -157,8 +157,25 @@ def on_post_page(output: str, page, config) -> str:
     def relative(target: str) -> str:
         return posixpath.relpath(target or ".", page.url or ".") + "/"
 
+    # Material reads <link rel="alternate" hreflang> as the root of each language and fetches
+    # "<root>/sitemap.xml" from it; per-page targets there would 404 on every page. The language
+    # menu below already leads to the twin page, so the head links are dropped.
+    output = re.sub(r'\s*<link rel="alternate" href="[^"]*" hreflang="[^"]*">', "", output)
     return re.sub(
         r'href="[^"]*"(\s+hreflang="(en|zh-TW)")',
         lambda m: f'href="{relative(targets[m.group(2)])}"{m.group(1)}',
         output,
     )
+
+
+@event_priority(100)  # before mkdocs-jupyter's own on_post_build evicts "unused" cache entries
+def on_post_build(config):
+    """Keep mkdocs-jupyter's rendered-notebook cache for both languages.
+
+    mkdocs-static-i18n builds one language after the other, and at the end of each build
+    mkdocs-jupyter deletes the cache entries that build did not use: the other language's. Marking
+    every entry as used keeps warm builds from converting all notebooks again.
+    """
+    jupyter = config.plugins.get("mkdocs-jupyter")
+    if jupyter is not None and jupyter.config["cache"]:
+        jupyter._used_cache_paths.update(Path(jupyter.config["cache_dir"]).glob("*.json"))

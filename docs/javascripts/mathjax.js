@@ -14,14 +14,16 @@ window.MathJax = {
   svg: { fontCache: "global" },
 };
 
-// Material's instant navigation swaps page content without a reload: typeset again each time.
+// Material's instant navigation can swap page content without a reload: typeset again each time,
+// once MathJax has finished starting (the first emission can come before it is ready).
 if (typeof document$ !== "undefined") {
   document$.subscribe(() => {
-    if (window.MathJax && MathJax.typesetPromise) {
-      MathJax.startup.output.clearCache();
-      MathJax.typesetClear();
-      MathJax.texReset();
-      MathJax.typesetPromise();
+    if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+      MathJax.startup.promise.then(() => {
+        MathJax.typesetClear();
+        MathJax.texReset();
+        return MathJax.typesetPromise();
+      });
     }
   });
 }
