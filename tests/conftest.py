@@ -28,7 +28,9 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-def tiny_llama(vocab_size: int = 97, hidden: int = 32, layers: int = 2, heads: int = 4, kv_heads: int = 2, seed: int = 0):
+def tiny_llama(
+    vocab_size: int = 97, hidden: int = 32, layers: int = 2, heads: int = 4, kv_heads: int = 2, seed: int = 0
+):
     """Return a small randomly initialised LlamaForCausalLM (fast; for logic tests)."""
     from transformers import LlamaConfig, LlamaForCausalLM
 

@@ -71,9 +71,7 @@ class BrowserThread:
         from playwright.sync_api import sync_playwright
 
         self.playwright = sync_playwright().start()
-        self.chromium = self.playwright.chromium.launch(
-            executable_path=CHROMIUM, args=CHROMIUM_ARGS
-        )
+        self.chromium = self.playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
 
     def _stop(self):
         self.chromium.close()
@@ -185,13 +183,9 @@ def python_or_error(function, *args, **kwargs) -> dict:
 def assert_same(js_result: dict, py_result: dict, what: str) -> None:
     """Same number (1e-9 relative), same dict of numbers, or both refused."""
     if "error" in py_result:
-        assert "error" in js_result, (
-            f"{what}: Python refused ({py_result['error']}) but JS returned {js_result}"
-        )
+        assert "error" in js_result, f"{what}: Python refused ({py_result['error']}) but JS returned {js_result}"
         return
-    assert "error" not in js_result, (
-        f"{what}: JS threw {js_result['error']!r}, Python gave {py_result['value']}"
-    )
+    assert "error" not in js_result, f"{what}: JS threw {js_result['error']!r}, Python gave {py_result['value']}"
     expected, actual = py_result["value"], js_result["value"]
     if isinstance(expected, dict):
         assert set(actual) == set(expected), what
@@ -202,9 +196,7 @@ def assert_same(js_result: dict, py_result: dict, what: str) -> None:
     elif math.isinf(expected):
         assert actual == expected, f"{what}: {actual} != {expected}"
     else:
-        assert actual == pytest.approx(expected, rel=REL, abs=0), (
-            f"{what}: JS {actual} != Python {expected}"
-        )
+        assert actual == pytest.approx(expected, rel=REL, abs=0), f"{what}: JS {actual} != Python {expected}"
 
 
 @pytest.mark.browser
@@ -253,9 +245,7 @@ COSTS = (0.0, 0.01, 0.05, 0.2, 1.0, 3.0)
 @pytest.mark.browser
 def test_speculative_formulas_match_python(js):
     token_calls = [(alpha, gamma) for alpha in ALPHAS for gamma in GAMMAS]
-    for args, result in zip(
-        token_calls, js.many("expectedTokensPerStep", token_calls), strict=True
-    ):
+    for args, result in zip(token_calls, js.many("expectedTokensPerStep", token_calls), strict=True):
         assert_same(
             result,
             python_or_error(formulas.expected_tokens_per_step, *args),
@@ -264,13 +254,9 @@ def test_speculative_formulas_match_python(js):
 
     speedup_calls = [(alpha, gamma, c) for alpha in ALPHAS for gamma in GAMMAS for c in COSTS]
     for args, result in zip(speedup_calls, js.many("expectedSpeedup", speedup_calls), strict=True):
-        assert_same(
-            result, python_or_error(formulas.expected_speedup, *args), f"expected_speedup{args}"
-        )
+        assert_same(result, python_or_error(formulas.expected_speedup, *args), f"expected_speedup{args}")
 
-    best_calls = [
-        (alpha, c, max_gamma) for alpha in ALPHAS for c in COSTS for max_gamma in (1, 8, 64)
-    ]
+    best_calls = [(alpha, c, max_gamma) for alpha in ALPHAS for c in COSTS for max_gamma in (1, 8, 64)]
     for args, result in zip(best_calls, js.many("bestGamma", best_calls), strict=True):
         assert result == {"value": formulas.best_gamma(*args)}, f"best_gamma{args}"
 
@@ -327,9 +313,7 @@ def test_flops_and_roofline_match_python(js):
         for backward in (False, True)
     ]
     for args, result in zip(flop_calls, js.many("attentionFlops", flop_calls), strict=True):
-        assert_same(
-            result, python_or_error(traffic.attention_flops, *args), f"attention_flops{args}"
-        )
+        assert_same(result, python_or_error(traffic.attention_flops, *args), f"attention_flops{args}")
 
     custom = traffic.GPUSpec("mine", 10.0, 100.0, 500.0, 100, "a made-up GPU")
     gpus = [*traffic.GPU_PRESETS, custom]
@@ -341,13 +325,10 @@ def test_flops_and_roofline_match_python(js):
         for precision in ("fp32", "fp16")
     ]
     js_calls = [
-        (f, b, dataclasses.asdict(g) if isinstance(g, traffic.GPUSpec) else g, p)
-        for f, b, g, p in runtime_calls
+        (f, b, dataclasses.asdict(g) if isinstance(g, traffic.GPUSpec) else g, p) for f, b, g, p in runtime_calls
     ]
     for args, result in zip(runtime_calls, js.many("estimateRuntime", js_calls), strict=True):
-        assert_same(
-            result, python_or_error(traffic.estimate_runtime, *args), f"estimate_runtime{args}"
-        )
+        assert_same(result, python_or_error(traffic.estimate_runtime, *args), f"estimate_runtime{args}")
 
 
 BAD_INPUT = [
@@ -486,16 +467,10 @@ def check_speedup_calculator_on_the_page_shows_pythons_number(page, site_url, la
     page.fill(f"{root} input[name='gamma']", "5")
     page.fill(f"{root} input[name='c']", "0.1")
     assert read_output(page, root, "speedup") == f"{formulas.expected_speedup(0.7, 5, 0.1):.3f}×"
-    assert (
-        read_output(page, root, "tokens_per_step")
-        == f"{formulas.expected_tokens_per_step(0.7, 5):.3f}"
-    )
+    assert read_output(page, root, "tokens_per_step") == f"{formulas.expected_tokens_per_step(0.7, 5):.3f}"
     assert read_output(page, root, "best_gamma").split()[0] == str(formulas.best_gamma(0.7, 0.1))
     page.fill(f"{root} input[name='alpha']", "1")  # the limit, not a division by zero
-    assert (
-        read_output(page, root, "tokens_per_step")
-        == f"{formulas.expected_tokens_per_step(1.0, 5):.3f}"
-    )
+    assert read_output(page, root, "tokens_per_step") == f"{formulas.expected_tokens_per_step(1.0, 5):.3f}"
     assert page.calculator_errors == []
 
 
@@ -526,9 +501,7 @@ def check_hbm_calculator_on_the_page_shows_pythons_numbers(page, site_url, lang)
     shown = page.locator(f"{root} output[data-key='flash_runtime']")
     assert float(shown.get_attribute("data-value")) == pytest.approx(estimate["runtime_s"], rel=REL)
     number, unit = shown.inner_text().split()
-    assert unit == "µs" and float(number) == pytest.approx(
-        estimate["runtime_s"] * 1e6, rel=1e-3
-    )  # 4 digits shown
+    assert unit == "µs" and float(number) == pytest.approx(estimate["runtime_s"] * 1e6, rel=1e-3)  # 4 digits shown
     bound = page.locator(f"{root} output[data-key='flash_bound']").get_attribute("data-value")
     assert bound == estimate["bound"]
     assert page.calculator_errors == []
@@ -550,9 +523,7 @@ def built_page_for(topic: str, preferred: str) -> str | None:
     """The preferred page if built, else the topic's first built page, else None."""
     if (SITE / preferred / "index.html").is_file():
         return preferred
-    pages = sorted(
-        p.parent.relative_to(SITE).as_posix() + "/" for p in (SITE / topic).glob("*/index.html")
-    )
+    pages = sorted(p.parent.relative_to(SITE).as_posix() + "/" for p in (SITE / topic).glob("*/index.html"))
     return pages[0] if pages else None
 
 
@@ -582,9 +553,7 @@ def save_phone_screenshot(phone, site_url, path, topic, lang):
     if phone.locator(".arithmatex").count():  # formulas are part of the picture
         try:
             phone.wait_for_selector("mjx-container", timeout=20000)
-        except (
-            Exception
-        ):  # a slow MathJax must not hide the screenshot; test_browser checks formulas
+        except Exception:  # a slow MathJax must not hide the screenshot; test_browser checks formulas
             pass
     phone.wait_for_timeout(500)  # let the widgets draw and fonts settle
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
@@ -593,9 +562,7 @@ def save_phone_screenshot(phone, site_url, path, topic, lang):
         widget.scroll_into_view_if_needed()
         widget.screenshot(path=str(SCREENSHOTS / f"{topic}-{lang}-calculator{index}.png"))
         box = widget.bounding_box()
-        assert box["x"] >= 0 and box["x"] + box["width"] <= 390 + 0.5, (
-            f"{path}: calculator wider than the phone: {box}"
-        )
+        assert box["x"] >= 0 and box["x"] + box["width"] <= 390 + 0.5, f"{path}: calculator wider than the phone: {box}"
         # Nothing inside may need sideways scrolling either (a clipped table column, say).
         overflow = widget.evaluate(
             "el => Math.max(...[el, ...el.querySelectorAll('*')].map(e => e.scrollWidth - e.clientWidth))"

@@ -164,7 +164,9 @@ def test_cached_generation_in_the_benchmark_draws_what_ancestral_sample_draws(ti
 
     model, prompt = tiny_pair[0], [4, 8, 15]
     settings = {"temperature": 1.3, "top_k": 30, "top_p": 0.95}
-    plain = ancestral_sample(model, 6, prompt=prompt, num_samples=3, generator=torch.Generator().manual_seed(2), **settings)
+    plain = ancestral_sample(
+        model, 6, prompt=prompt, num_samples=3, generator=torch.Generator().manual_seed(2), **settings
+    )
     cached = generate_cached(model, torch.tensor([prompt] * 3), 6, torch.Generator().manual_seed(2), **settings)
     assert torch.equal(plain, cached)
 

@@ -38,7 +38,9 @@ def joint_probability(model: MarkovModel, tokens) -> float:
 
 def exhaustive_best(model: MarkovModel, length: int):
     """Brute force written independently: every sequence, plain Python products."""
-    scored = {seq: joint_probability(model, list(seq)) for seq in itertools.product(range(model.vocab_size), repeat=length)}
+    scored = {
+        seq: joint_probability(model, list(seq)) for seq in itertools.product(range(model.vocab_size), repeat=length)
+    }
     best = max(scored.values())
     return best, {seq for seq, p in scored.items() if math.isclose(p, best, rel_tol=1e-12)}
 
@@ -51,7 +53,10 @@ def textbook_viterbi(initial, transition, length):
     for _ in range(length - 1):
         new_best, pointer = [], []
         for nxt in range(vocab):
-            options = [best[prev] + (math.log(transition[prev][nxt]) if transition[prev][nxt] > 0 else -math.inf) for prev in range(vocab)]
+            options = [
+                best[prev] + (math.log(transition[prev][nxt]) if transition[prev][nxt] > 0 else -math.inf)
+                for prev in range(vocab)
+            ]
             arg = max(range(vocab), key=options.__getitem__)
             new_best.append(options[arg])
             pointer.append(arg)
@@ -73,9 +78,7 @@ def test_page_table_greedy_is_not_map():
     x2 = max(range(2), key=lambda b: SECOND[x1][b])
     x3 = max(range(2), key=lambda c: THIRD[x1][x2][c])
     greedy_p = FIRST[x1] * SECOND[x1][x2] * THIRD[x1][x2][x3]
-    every = {
-        (a, b, c): FIRST[a] * SECOND[a][b] * THIRD[a][b][c] for a in range(2) for b in range(2) for c in range(2)
-    }
+    every = {(a, b, c): FIRST[a] * SECOND[a][b] * THIRD[a][b][c] for a in range(2) for b in range(2) for c in range(2)}
     map_sequence = max(every, key=every.get)
     assert map_sequence != (x1, x2, x3)  # the point of the example
 
@@ -142,7 +145,9 @@ def test_dp_order_one_is_textbook_viterbi(seed):
     assert result.logprob == pytest.approx(logprob, rel=1e-12)
 
 
-@pytest.mark.parametrize(("vocab", "length", "order"), [(2, 1, 1), (3, 6, 1), (3, 6, 2), (2, 8, 3), (4, 2, 3), (3, 5, 0)])
+@pytest.mark.parametrize(
+    ("vocab", "length", "order"), [(2, 1, 1), (3, 6, 1), (3, 6, 2), (2, 8, 3), (4, 2, 3), (3, 5, 0)]
+)
 def test_operation_counts_match_the_closed_form(vocab, length, order):
     model = MarkovModel.random(order, vocab, seed=1)
     # Steps t >= k each score V^(k+1) (state, next token) pairs; the first k steps are the boundary

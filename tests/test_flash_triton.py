@@ -75,7 +75,10 @@ def interpreter_report():
     env = dict(os.environ, TRITON_INTERPRET="1", OMP_NUM_THREADS="1")
     done = subprocess.run(
         [sys.executable, "-c", SCRIPT, json.dumps(INTERPRETER_CASES)],
-        env=env, capture_output=True, text=True, timeout=600,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -139,6 +142,8 @@ def test_gpu_kernel_matches_sdpa(n, d, causal, dtype):
     out = triton_attention(q, k, v, causal=causal)
     expected = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
     torch.testing.assert_close(out.float(), expected, atol=2e-2, rtol=2e-2)
+
+
 # --8<-- [end:gpu_test]
 
 

@@ -24,9 +24,18 @@ def llama(heads=4, kv_heads=2, tie=False, theta=10000.0, eps=1e-6, bias=False, l
     """A random Llama with the options the decoder must honour."""
     torch.manual_seed(seed)
     config = LlamaConfig(
-        vocab_size=vocab, hidden_size=8 * heads, intermediate_size=48, num_hidden_layers=layers,
-        num_attention_heads=heads, num_key_value_heads=kv_heads, max_position_embeddings=64,
-        tie_word_embeddings=tie, rope_theta=theta, rms_norm_eps=eps, attention_bias=bias, mlp_bias=bias,
+        vocab_size=vocab,
+        hidden_size=8 * heads,
+        intermediate_size=48,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        max_position_embeddings=64,
+        tie_word_embeddings=tie,
+        rope_theta=theta,
+        rms_norm_eps=eps,
+        attention_bias=bias,
+        mlp_bias=bias,
     )
     model = LlamaForCausalLM(config).eval()
     with torch.no_grad():  # fresh norms have gain 1, which would hide a decoder that ignored the gains
@@ -187,8 +196,16 @@ def test_bad_input_is_refused_before_work():
 
 def test_bad_configs_are_refused():
     with pytest.raises(ValueError, match="multiple of num_kv_heads"):
-        DecoderConfig(vocab_size=10, hidden_size=24, intermediate_size=8, num_layers=1, num_heads=6,
-                      num_kv_heads=4, head_dim=4, max_positions=8)
+        DecoderConfig(
+            vocab_size=10,
+            hidden_size=24,
+            intermediate_size=8,
+            num_layers=1,
+            num_heads=6,
+            num_kv_heads=4,
+            head_dim=4,
+            max_positions=8,
+        )
     scaled = LlamaConfig(hidden_size=32, num_attention_heads=4, rope_scaling={"rope_type": "linear", "factor": 2.0})
     with pytest.raises(ValueError, match="rope_type"):
         DecoderConfig.from_hf(scaled)

@@ -18,8 +18,15 @@ from inferlab.kvcache import (
 
 def small_llama(kv_heads):
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=50, hidden_size=48, intermediate_size=32, num_hidden_layers=3,
-                         num_attention_heads=6, num_key_value_heads=kv_heads, max_position_embeddings=64)
+    config = LlamaConfig(
+        vocab_size=50,
+        hidden_size=48,
+        intermediate_size=32,
+        num_hidden_layers=3,
+        num_attention_heads=6,
+        num_key_value_heads=kv_heads,
+        max_position_embeddings=64,
+    )
     return LlamaForCausalLM(config).eval()
 
 

@@ -17,7 +17,12 @@ from mkdocs.exceptions import PluginError  # noqa: E402
 
 RECORD = {
     "name": "demo",
-    "provenance": {"command": "python -m demo", "device": "CPU: test", "versions": {"torch": "9"}, "date": "2026-01-01 00:00 UTC"},
+    "provenance": {
+        "command": "python -m demo",
+        "device": "CPU: test",
+        "versions": {"torch": "9"},
+        "date": "2026-01-01 00:00 UTC",
+    },
     "values": {"ratio": 0.123456, "rows": [{"n": 1, "t": 2.5}, {"n": 2, "t": 5.0}], "count": 1234567},
 }
 
@@ -45,12 +50,99 @@ def test_table_renders_every_record(results):
 
 
 def test_provenance_is_in_the_page_language(results):
-    assert "How this was measured" in render("{{provenance demo}}") and "python -m demo" in render("{{provenance demo}}")
+    assert "How this was measured" in render("{{provenance demo}}") and "python -m demo" in render(
+        "{{provenance demo}}"
+    )
     zh = render("{{provenance demo}}", "x/page.zh-TW.md")
     assert "測量方式" in zh and "CPU: test" in zh
 
 
-@pytest.mark.parametrize("marker", ["{{result nope ratio}}", "{{result demo missing}}", "{{result demo rows.7.t}}", "{{table demo ratio}}"])
+@pytest.mark.parametrize(
+    "marker", ["{{result nope ratio}}", "{{result demo missing}}", "{{result demo rows.7.t}}", "{{table demo ratio}}"]
+)
 def test_missing_results_fail_the_build(results, marker):
     with pytest.raises(PluginError):
         render(marker)
+
+
+# ----------------------------------------------------------------------------------------------
+# Glossary links: the first prose use of each term links to its row in the glossary.
+
+import glossary_links  # noqa: E402
+
+TERMS = [
+    glossary_links.Term("KV cache", "KV cache", "stored keys and values"),
+    glossary_links.Term("token", "token", "a unit of text"),
+    glossary_links.Term("draft model", "draft model", "the small model"),
+    glossary_links.Term("speculative decoding", "推測解碼", "draft then verify"),
+    glossary_links.Term("decode", "解碼", "one token per step"),
+]
+
+
+def links(html: str) -> list[tuple[str, str]]:
+    """Return (href, linked text) of every glossary link in html."""
+    import re
+
+    return re.findall(r'<a class="glossary-term" href="([^"]*)"[^>]*>([^<]*)</a>', html)
+
+
+def test_first_use_is_linked_once():
+    html = "<p>The KV cache stores keys.</p><p>The KV cache grows with every token.</p>"
+    out = glossary_links.link_terms(html, TERMS, "../glossary/")
+    assert links(out) == [("../glossary/#term-kv-cache", "KV cache"), ("../glossary/#term-token", "token")]
+    assert out.count("KV cache") == 2  # the second use stays plain text
+
+
+def test_code_math_headings_and_links_stay_plain():
+    html = (
+        '<h2 id="kv">KV cache</h2><p><code>KV cache</code> <span class="arithmatex">\\(KV cache\\)</span> '
+        '<a href="x/">KV cache</a> <div class="admonition"><p class="admonition-title">KV cache</p></div>'
+        "<pre><code>token</code></pre> and finally the KV cache.</p>"
+    )
+    out = glossary_links.link_terms(html, TERMS, "g/")
+    assert links(out) == [("g/#term-kv-cache", "KV cache")]
+    assert out.endswith(
+        'the <a class="glossary-term" href="g/#term-kv-cache" title="stored keys and values">KV cache</a>.</p>'
+    )
+
+
+def test_whole_words_plurals_and_longest_term_first():
+    out = glossary_links.link_terms("<p>A tokenizer makes tokens for draft models.</p>", TERMS, "g/")
+    assert links(out) == [("g/#term-token", "tokens"), ("g/#term-draft-model", "draft models")]
+    # '推測解碼' contains '解碼': the longer term claims it, and '解碼' links at its own first use.
+    out = glossary_links.link_terms("<p>推測解碼比逐一解碼快，推測解碼也更難。</p>", TERMS, "g/")
+    assert links(out) == [("g/#term-speculative-decoding", "推測解碼"), ("g/#term-decode", "解碼")]
+
+
+def test_glossary_rows_get_anchors_from_the_english_term():
+    html = "<table><tr><th>English</th></tr><tr>\n<td>KV cache</td><td>KV 快取</td></tr></table>"
+    assert '<tr id="term-kv-cache">\n<td>KV cache</td>' in glossary_links.anchor_rows(html)
+
+
+def test_glossary_parses_both_languages():
+    english = glossary_links.glossary_terms(ROOT / "docs" / "glossary.md", "en")
+    chinese = glossary_links.glossary_terms(ROOT / "docs" / "glossary.zh-TW.md", "zh-TW")
+    assert [t.english for t in english] == [t.english for t in chinese]
+    assert {"KV cache", "speculative decoding"} <= {t.text for t in english}
+    assert {"KV 快取", "推測解碼"} <= {t.text for t in chinese}
+    assert all("\\(" not in t.meaning for t in english + chinese)  # tooltips carry no math delimiters
+
+
+@pytest.mark.skipif(
+    not (ROOT / "site" / "glossary" / "index.html").is_file(), reason="the site is not built (nox -s docs)"
+)
+def test_built_pages_link_terms_to_existing_glossary_rows():
+    import re
+
+    for prefix in ("", "zh-TW/"):
+        glossary = (ROOT / "site" / prefix / "glossary" / "index.html").read_text(encoding="utf-8")
+        anchors = set(re.findall(r'<tr id="([^"]+)"', glossary))
+        assert len(anchors) >= 40, f"{prefix}glossary: rows without anchors"
+        for topic in ("decoding", "kvcache", "speculative", "flash", "paged"):
+            pages = sorted((ROOT / "site" / prefix / topic).rglob("index.html"))
+            assert pages, f"no built pages under {prefix}{topic}/"
+            for page in pages:
+                found = links(page.read_text(encoding="utf-8"))
+                targets = {href.split("#")[1] for href, _ in found}
+                assert targets <= anchors, f"{page}: links to missing glossary rows {targets - anchors}"
+            assert any(links(p.read_text(encoding="utf-8")) for p in pages), f"{prefix}{topic}: no glossary links"

@@ -12,11 +12,17 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from inferlab.models import BUNDLED_DIR, as_logits_fn, check_same_vocab, greedy_generate, load_pair, load_tokenizer
+from conftest import tiny_llama
+from inferlab.models import (
+    BUNDLED_DIR,
+    as_logits_fn,
+    check_same_vocab,
+    greedy_generate,
+    load_pair,
+    load_tokenizer,
+)
 from inferlab.models.evaluate import heldout_tokens, perplexity, windows
 from inferlab.models.train import read_split
-
-from conftest import tiny_llama
 
 
 def test_bundled_pair_loads_offline_and_shares_a_vocabulary(bundled_pair):
@@ -37,7 +43,9 @@ def test_weights_ship_in_fp16_within_budget():
 @pytest.mark.parametrize("which", [0, 1], ids=["target", "draft"])
 def test_our_greedy_equals_hf_generate(bundled_pair, which):
     model, tokenizer = bundled_pair[which], bundled_pair[2]
-    ids = tokenizer(["import os\n\ndef walk(path):", "class Stack:\n    def push(self, x):"], return_tensors="pt", padding=True).input_ids[:1]
+    ids = tokenizer(
+        ["import os\n\ndef walk(path):", "class Stack:\n    def push(self, x):"], return_tensors="pt", padding=True
+    ).input_ids[:1]
     ours = greedy_generate(model, ids, max_new_tokens=24)
     reference = model.generate(ids, max_new_tokens=24, do_sample=False, min_new_tokens=24)
     assert torch.equal(ours, reference)
@@ -116,3 +124,28 @@ def test_bad_generation_arguments_are_refused():
         greedy_generate(model, torch.tensor([[1]]), -1)
     with pytest.raises(ValueError, match="input_ids"):
         greedy_generate(model, torch.tensor([1, 2]), 1)
+
+
+def test_quick_generate_equals_hf_generate_without_importing_transformers(bundled_pair):
+    import subprocess
+    import sys
+
+    target, _, tokenizer = bundled_pair
+    prompt = "def read_lines(path):\n"
+    ids = tokenizer(prompt, return_tensors="pt").input_ids
+    reference = tokenizer.decode(target.generate(ids, max_new_tokens=12, do_sample=False, min_new_tokens=12)[0])
+    # A fresh process: the quick path must neither need nor load transformers.
+    code = (
+        "import sys; from inferlab.models.quick import quick_generate; "
+        f"text = quick_generate({prompt!r}, 12); assert 'transformers' not in sys.modules, 'transformers was imported'; "
+        "sys.stdout.write(text)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout == reference
+
+
+def test_quick_cli_refuses_negative_token_counts():
+    from inferlab.models.quick import main
+
+    with pytest.raises(SystemExit):
+        main(["x", "--max-new-tokens", "-1"])

@@ -41,18 +41,12 @@ def test_every_notebook_has_both_languages():
 @pytest.mark.parametrize("source", ENGLISH, ids=lambda p: p.name)
 def test_twins_have_the_same_code_and_structure(source):
     english, chinese = jupytext.read(source), jupytext.read(notebooks.twin_of(source))
-    assert code_of(english) == code_of(chinese), (
-        f"{source.name}: the zh-TW twin's code cells differ"
-    )
+    assert code_of(english) == code_of(chinese), f"{source.name}: the zh-TW twin's code cells differ"
     assert [c.cell_type for c in english.cells] == [c.cell_type for c in chinese.cells]
     for number, (en, zh) in enumerate(zip(english.cells, chinese.cells, strict=True), start=1):
         if en.cell_type == "markdown":
-            assert headings(en.source) == headings(zh.source), (
-                f"{source.name} cell {number}: headings differ"
-            )
-            assert en.source.count("](") == zh.source.count("]("), (
-                f"{source.name} cell {number}: links differ"
-            )
+            assert headings(en.source) == headings(zh.source), f"{source.name} cell {number}: headings differ"
+            assert en.source.count("](") == zh.source.count("]("), f"{source.name} cell {number}: links differ"
 
 
 def headings(markdown: str) -> list[str]:
@@ -71,17 +65,13 @@ def test_rendered_notebook_shows_its_outputs(source):
         if cell.cell_type != "code":
             continue
         assert cell.execution_count is not None, f"{source.name} cell {number} was never executed"
-        assert all(o.output_type != "error" for o in cell.outputs), (
-            f"{source.name} cell {number} failed"
-        )
+        assert all(o.output_type != "error" for o in cell.outputs), f"{source.name} cell {number} failed"
     assert any(cell.get("outputs") for cell in notebook.cells), f"{source.name}: no outputs at all"
 
 
 @pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.name)
 def test_badge_opens_this_notebook_in_colab_and_links_its_download(source):
-    repo = re.search(
-        r"^repo_url:\s*https://github\.com/(\S+?)/?$", (ROOT / "mkdocs.yml").read_text(), re.M
-    ).group(1)
+    repo = re.search(r"^repo_url:\s*https://github\.com/(\S+?)/?$", (ROOT / "mkdocs.yml").read_text(), re.M).group(1)
     file = source.name.removesuffix(".py") + ".ipynb"
     colab = f"https://colab.research.google.com/github/{repo}/blob/main/docs/labs/{file}"
     top = "\n".join(cell.source for cell in rendered(source).cells[:2])
@@ -119,9 +109,7 @@ def test_links_to_guides_reach_a_page(source):
     text = "\n".join(c.source for c in jupytext.read(source).cells if c.cell_type == "markdown")
     for link in re.findall(r"\]\((\.\./\.\./[^)]+)\)", text):
         page = ROOT / "docs" / (link.removeprefix("../../").rstrip("/") + ".md")
-        assert page.is_file(), (
-            f"{source.name} links to {link}, but {page.relative_to(ROOT)} does not exist"
-        )
+        assert page.is_file(), f"{source.name} links to {link}, but {page.relative_to(ROOT)} does not exist"
 
 
 # ---- the include mechanism, on a throwaway tree --------------------------------------------
@@ -136,9 +124,7 @@ def tree(tmp_path, monkeypatch):
     (tmp_path / "snippets" / "demo").mkdir()
     (tmp_path / "snippets" / "demo" / "hello.py").write_text('"""Say hello."""\n\nprint("hello")\n')
     source = tmp_path / "notebooks" / "lab.py"
-    source.write_text(
-        '# %% [markdown]\n# # A lab\n\n# %%\n# --8<-- "demo/hello.py"\n\n# %%\nx = 1\n'
-    )
+    source.write_text('# %% [markdown]\n# # A lab\n\n# %%\n# --8<-- "demo/hello.py"\n\n# %%\nx = 1\n')
     return tmp_path, source
 
 
@@ -146,9 +132,7 @@ def test_include_line_becomes_the_snippet_text(tree):
     tmp_path, source = tree
     code = code_of(notebooks.render(source))
     snippet = (tmp_path / "snippets" / "demo" / "hello.py").read_text()
-    assert (
-        code[0].endswith(snippet.strip()) and code[0].count("\n") == snippet.strip().count("\n") + 1
-    )
+    assert code[0].endswith(snippet.strip()) and code[0].count("\n") == snippet.strip().count("\n") + 1
     assert code[1] == "x = 1"  # other cells stay as written
 
 
@@ -192,11 +176,5 @@ def test_notebook_runs_top_to_bottom(source, monkeypatch):
     monkeypatch.setattr(os, "environ", dict(os.environ))
     notebook = notebooks.render(source)
     notebooks.execute(notebook)  # raises CellExecutionError, naming the cell, on any error
-    errors = [
-        o
-        for c in notebook.cells
-        if c.cell_type == "code"
-        for o in c.outputs
-        if o.output_type == "error"
-    ]
+    errors = [o for c in notebook.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert errors == []

@@ -42,8 +42,16 @@ class Harness:
         return sorted(free, key=self.freed_at.get)
 
     def snapshot(self):
-        return copy.deepcopy((self.bm.blocks, list(self.bm.free_queue), self.bm.cached,
-                              self.bm.sequences, self.bm.prefix_cache_queries, self.bm.prefix_cache_hits))
+        return copy.deepcopy(
+            (
+                self.bm.blocks,
+                list(self.bm.free_queue),
+                self.bm.cached,
+                self.bm.sequences,
+                self.bm.prefix_cache_queries,
+                self.bm.prefix_cache_hits,
+            )
+        )
 
     def allocate(self, tokens: list[int]):
         before = self.snapshot()
@@ -225,7 +233,10 @@ def test_running_out_of_blocks_is_a_clear_error_and_changes_nothing():
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
-    [({"num_blocks": 0}, "num_blocks must be an integer >= 1"), ({"num_blocks": 4, "block_size": 0}, "block_size must be")],
+    [
+        ({"num_blocks": 0}, "num_blocks must be an integer >= 1"),
+        ({"num_blocks": 4, "block_size": 0}, "block_size must be"),
+    ],
 )
 def test_bad_constructor_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):

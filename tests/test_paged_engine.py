@@ -80,7 +80,7 @@ def test_engine_matches_transformers_greedy_generate(tiny_pair, engine_kwargs):
     if "num_blocks" in engine_kwargs:
         assert engine.num_preemptions > 0  # the small pool really forced requests out and back
     if engine_kwargs.get("enable_prefix_caching", True) and "num_blocks" not in engine_kwargs:
-        assert all(r.cached_tokens == (len(p) - 1) // 4 * 4 for r, p in zip(requests, PROMPTS))
+        assert all(r.cached_tokens == (len(p) - 1) // 4 * 4 for r, p in zip(requests, PROMPTS, strict=True))
 
 
 def test_prefill_skips_cached_blocks_counted_in_key_projections(tiny_pair):

@@ -117,14 +117,21 @@ def test_multiturn_lab_caches_what_the_previous_turn_computed():
     from inferlab.paged.labs import multiturn_lab
 
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=8192, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=2048)
+    config = LlamaConfig(
+        vocab_size=8192,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=2048,
+    )
     answer = 16
     result = multiturn_lab(LlamaForCausalLM(config).eval(), load_tokenizer(), max_new_tokens=answer, repeats=1)
     turns = result["turns"]
     assert result["document_tokens"] >= 1500
     assert turns[0]["cached_tokens"] == 0
-    for previous, turn in zip(turns, turns[1:]):
+    for previous, turn in zip(turns, turns[1:], strict=False):
         # The last sampled token of an answer is never fed back, so its key was never computed.
         computed_before = previous["prompt_tokens"] + answer - 1
         assert turn["cached_tokens"] == min(computed_before, turn["prompt_tokens"] - 1) // BLOCK * BLOCK

@@ -25,13 +25,15 @@ class FakeLLM:
 
 
 def test_prefix_cache_counters_read_vllm_metric_names():
-    llm = FakeLLM([
-        FakeMetric("vllm:prefix_cache_queries", 3000),
-        FakeMetric("vllm:prefix_cache_hits", 1648),
-        FakeMetric("vllm:external_prefix_cache_hits", 999),  # a KV connector's cache: not ours
-        FakeMetric("vllm:mm_cache_queries", 5),
-        FakeMetric("vllm:num_requests_running", 1),
-    ])
+    llm = FakeLLM(
+        [
+            FakeMetric("vllm:prefix_cache_queries", 3000),
+            FakeMetric("vllm:prefix_cache_hits", 1648),
+            FakeMetric("vllm:external_prefix_cache_hits", 999),  # a KV connector's cache: not ours
+            FakeMetric("vllm:mm_cache_queries", 5),
+            FakeMetric("vllm:num_requests_running", 1),
+        ]
+    )
     assert vllm_lab.prefix_cache_counters(llm) == (3000, 1648)
 
 

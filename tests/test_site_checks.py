@@ -73,7 +73,9 @@ def imported_top_modules(path: Path) -> set[str]:
 @pytest.mark.parametrize("snippet", sorted((ROOT / "snippets").rglob("*.py")), ids=lambda p: p.name)
 def test_snippets_import_only_what_colab_has(snippet):
     foreign = {m for m in imported_top_modules(snippet) if m not in sys.stdlib_module_names} - ALLOWED_SNIPPET_IMPORTS
-    assert not foreign, f"{snippet} imports {sorted(foreign)}; a reader's Colab has only {sorted(ALLOWED_SNIPPET_IMPORTS)}"
+    assert not foreign, (
+        f"{snippet} imports {sorted(foreign)}; a reader's Colab has only {sorted(ALLOWED_SNIPPET_IMPORTS)}"
+    )
 
 
 # ---- each check must be able to fail -------------------------------------------------------

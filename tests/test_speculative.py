@@ -138,7 +138,9 @@ def test_speculative_sampling_is_exactly_the_target_distribution(settings, one_t
     counts: dict[tuple, int] = {}
     accepted = drafted = 0
     for _ in range(draws):
-        result = speculative_sample(target, draft, torch.tensor([prompt]), length, gamma=2, generator=generator, **settings)
+        result = speculative_sample(
+            target, draft, torch.tensor([prompt]), length, gamma=2, generator=generator, **settings
+        )
         cell = tuple(result.new_tokens[0].tolist())
         counts[cell] = counts.get(cell, 0) + 1
         accepted, drafted = accepted + result.accepted, drafted + result.drafted
@@ -213,7 +215,9 @@ def test_q_equal_p_accepts_every_draft():
 
 def test_q_equal_p_on_a_transformer(tiny_pair):
     target, _ = tiny_pair
-    result = speculative_sample(target, target, torch.tensor([[1, 2, 3]]), 24, gamma=3, generator=torch.Generator().manual_seed(0))
+    result = speculative_sample(
+        target, target, torch.tensor([[1, 2, 3]]), 24, gamma=3, generator=torch.Generator().manual_seed(0)
+    )
     assert result.accepted == result.drafted
     assert result.target_calls == math.ceil(24 / 4)
 
@@ -238,7 +242,9 @@ def test_cached_sampler_matches_the_cache_free_reference_draw_for_draw(tiny_pair
     target, draft = tiny_pair
     prompt = torch.tensor([[7, 8, 9]])
     settings = {"temperature": 1.3, "top_k": 40, "top_p": 0.95}
-    fast = speculative_sample(target, draft, prompt, 25, gamma, generator=torch.Generator().manual_seed(seed), **settings)
+    fast = speculative_sample(
+        target, draft, prompt, 25, gamma, generator=torch.Generator().manual_seed(seed), **settings
+    )
     reference = speculative_sample_reference(
         target, draft, prompt, 25, gamma, generator=torch.Generator().manual_seed(seed), **settings
     )
@@ -279,6 +285,8 @@ def test_formulas_match_enumeration(alpha, gamma):
     tokens = enumerated_tokens_per_step(alpha, gamma)
     assert expected_tokens_per_step(alpha, gamma) == pytest.approx(tokens)
     assert expected_speedup(alpha, gamma, 0.1) == pytest.approx(tokens / (gamma * 0.1 + 1))
+    # A target call over gamma + 1 tokens that costs 1.7 plain steps instead of 1.
+    assert expected_speedup(alpha, gamma, 0.1, verify=1.7) == pytest.approx(tokens / (gamma * 0.1 + 1.7))
     # Leviathan et al., Section 3: arithmetic grows by (1 - a)(g c^ + g + 1) / (1 - a^(g+1)); alpha = 1 as a limit.
     c_hat = 0.05
     assert arithmetic_cost_increase(alpha, gamma, c_hat) == pytest.approx((gamma * c_hat + gamma + 1) / tokens)
@@ -294,6 +302,13 @@ def test_formulas_against_leviathan_section_3():
     # Eq. (1) limits: alpha -> 1 gives gamma + 1 tokens, alpha = 0 gives exactly one.
     assert expected_tokens_per_step(1 - 1e-9, 7) == pytest.approx(8, rel=1e-6)
     assert expected_tokens_per_step(0.0, 7) == 1.0
+
+
+def test_a_free_verification_is_refused():
+    with pytest.raises(ValueError, match="verify"):
+        expected_speedup(0.5, 3, 0.1, verify=0.0)
+    with pytest.raises(ValueError, match="verify"):
+        expected_speedup(0.5, 3, 0.1, verify=-1.0)
 
 
 @pytest.mark.parametrize("alpha", [0.5, 0.7, 0.9])
@@ -439,12 +454,18 @@ def test_other_decoders_reject_bad_input():
         tree_speculative_decode(CallCounter(), CallCounter(), torch.tensor([[1, 2]]), 4, branching=(2, 0))
     with pytest.raises(ValueError, match="batch size must be 1"):
         tree_speculative_decode(CallCounter(), CallCounter(), torch.tensor([[1], [2]]), 4)
-    for bad in ({"alpha": 1.5, "gamma": 2, "c": 0.1}, {"alpha": 0.5, "gamma": 0, "c": 0.1}, {"alpha": 0.5, "gamma": 2, "c": -1}):
+    for bad in (
+        {"alpha": 1.5, "gamma": 2, "c": 0.1},
+        {"alpha": 0.5, "gamma": 0, "c": 0.1},
+        {"alpha": 0.5, "gamma": 2, "c": -1},
+    ):
         with pytest.raises(ValueError, match=next(k for k in ("alpha", "gamma", "c") if bad[k] in (1.5, 0, -1))):
             expected_speedup(**bad)
 
 
-@pytest.mark.skipif(not __import__("inferlab.models").models.bundled_available(), reason="the bundled pair is not trained yet")
+@pytest.mark.skipif(
+    not __import__("inferlab.models").models.bundled_available(), reason="the bundled pair is not trained yet"
+)
 def test_all_greedy_decoders_equal_plain_greedy_on_the_bundled_pair(bundled_pair):
     target, draft, tokenizer = bundled_pair
     prompt = tokenizer("def area(width, height):\n    return width * height\n\ndef ", return_tensors="pt").input_ids

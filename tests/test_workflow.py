@@ -47,15 +47,9 @@ def load(path: Path = WORKFLOW) -> dict:
 
 def readme_command(session: str) -> str:
     """The command the README gives for a nox session (an indented line of its own)."""
-    lines = [
-        line.strip()
-        for line in README.read_text(encoding="utf-8").splitlines()
-        if line.startswith("    ")
-    ]
+    lines = [line.strip() for line in README.read_text(encoding="utf-8").splitlines() if line.startswith("    ")]
     matches = [line for line in lines if re.search(rf"\bnox -s {session}$", line)]
-    assert len(matches) == 1, (
-        f"README should give exactly one `nox -s {session}` command line, found {matches}"
-    )
+    assert len(matches) == 1, f"README should give exactly one `nox -s {session}` command line, found {matches}"
     return matches[0]
 
 
@@ -82,18 +76,12 @@ def test_it_runs_the_readmes_commands_before_deploying():
     build = workflow["jobs"]["test-and-build"]
     runs = [step.get("run", "") for step in steps_of(build)]
     test_command, docs_command = readme_command("test"), readme_command("docs")
-    assert test_command in runs, (
-        f"the workflow never runs the README's test command {test_command!r}: {runs}"
-    )
+    assert test_command in runs, f"the workflow never runs the README's test command {test_command!r}: {runs}"
     assert docs_command in runs, f"the workflow never builds the site with {docs_command!r}"
     # The browser tests read the built site, so the build comes first, as in .ci/run.
     assert runs.index(docs_command) < runs.index(test_command)
-    assert build.get("env", {}).get("INFERLAB_REQUIRE_BROWSER") == "1", (
-        "CI must fail, not skip, without a browser"
-    )
-    assert any("chromium" in run for run in runs), (
-        "Chromium is never installed for the browser tests"
-    )
+    assert build.get("env", {}).get("INFERLAB_REQUIRE_BROWSER") == "1", "CI must fail, not skip, without a browser"
+    assert any("chromium" in run for run in runs), "Chromium is never installed for the browser tests"
 
 
 def test_it_deploys_to_pages_on_pushes_to_main():
@@ -101,9 +89,7 @@ def test_it_deploys_to_pages_on_pushes_to_main():
     assert "main" in workflow["on"]["push"]["branches"]
     build, deploy = workflow["jobs"]["test-and-build"], workflow["jobs"]["deploy"]
 
-    uploads = [
-        s for s in steps_of(build) if s.get("uses", "").startswith("actions/upload-pages-artifact@")
-    ]
+    uploads = [s for s in steps_of(build) if s.get("uses", "").startswith("actions/upload-pages-artifact@")]
     assert len(uploads) == 1 and uploads[0]["with"]["path"].rstrip("/") == "site"
     # Uploading the site must come after the tests, so a failing test stops the deployment.
     names = [s.get("run", s.get("uses")) for s in steps_of(build)]
@@ -121,10 +107,6 @@ def test_it_keeps_the_phone_screenshots_as_an_artifact():
     from test_calculators import SCREENSHOTS
 
     build = load()["jobs"]["test-and-build"]
-    artifacts = [
-        s for s in steps_of(build) if s.get("uses", "").startswith("actions/upload-artifact@")
-    ]
+    artifacts = [s for s in steps_of(build) if s.get("uses", "").startswith("actions/upload-artifact@")]
     paths = [Path(ROOT, s["with"]["path"]).resolve() for s in artifacts]
-    assert SCREENSHOTS.resolve() in paths, (
-        f"screenshots are saved to {SCREENSHOTS} but the workflow uploads {paths}"
-    )
+    assert SCREENSHOTS.resolve() in paths, f"screenshots are saved to {SCREENSHOTS} but the workflow uploads {paths}"

@@ -32,9 +32,7 @@ def presets() -> dict:
     """Return the data the calculators need, as plain JSON-able values."""
     models = {}
     for name, config in size.PRESETS.items():
-        shape = size.cache_shape(
-            name
-        )  # the same fallbacks (head_dim from hidden_size, ...) as Python
+        shape = size.cache_shape(name)  # the same fallbacks (head_dim from hidden_size, ...) as Python
         models[name] = {
             "num_hidden_layers": shape["layers"],
             "num_attention_heads": config["num_attention_heads"],
@@ -46,9 +44,7 @@ def presets() -> dict:
     return {
         "kv_presets": models,
         "bytes_per_element": dict(size.BYTES_PER_ELEMENT),
-        "gpu_presets": {
-            name: dataclasses.asdict(spec) for name, spec in traffic.GPU_PRESETS.items()
-        },
+        "gpu_presets": {name: dataclasses.asdict(spec) for name, spec in traffic.GPU_PRESETS.items()},
         "attention_methods": list(traffic.METHODS),
     }
 
@@ -61,9 +57,7 @@ def render() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--check", action="store_true", help="only check that the file is up to date"
-    )
+    parser.add_argument("--check", action="store_true", help="only check that the file is up to date")
     args = parser.parse_args(argv)
     text = render()
     if args.check:

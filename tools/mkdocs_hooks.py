@@ -16,13 +16,18 @@ invented number.
 
 from __future__ import annotations
 
+import functools
 import json
 import posixpath
 import re
+import sys
 from pathlib import Path
 
 from mkdocs.exceptions import PluginError
 from mkdocs.plugins import event_priority
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import glossary_links  # noqa: E402  (a sibling module: mkdocs loads this file by path)
 
 RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results"
 MARKER = re.compile(r"\{\{(result|table|provenance)\s+([^}]*?)\s*\}\}")
@@ -119,6 +124,28 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
     return MARKER.sub(replace, markdown)
 
 
+@functools.cache
+def glossary_for(docs_dir: str, language: str) -> list:
+    suffix = ".zh-TW.md" if language == "zh-TW" else ".md"
+    return glossary_links.glossary_terms(Path(docs_dir) / ("glossary" + suffix), language)
+
+
+def relative_url(target: str, page) -> str:
+    """Return the URL of the site-relative directory URL ``target`` as seen from ``page``."""
+    return posixpath.relpath(target or ".", page.url or ".") + "/"
+
+
+def on_page_content(html: str, page, config, files) -> str:
+    """Anchor the glossary's rows, and link each other page's first use of every term to them."""
+    if page.file.src_uri.endswith(".ipynb"):
+        return html  # notebooks: their prose is short and the Markdown cells are rendered apart
+    language = page_language(page)
+    if page.file.src_uri.startswith("glossary."):
+        return glossary_links.anchor_rows(html)
+    glossary_url = relative_url(("zh-TW/" if language == "zh-TW" else "") + "glossary", page)
+    return glossary_links.link_terms(html, glossary_for(config["docs_dir"], language), glossary_url)
+
+
 @event_priority(-200)  # after mkdocs-static-i18n (-100) has rebuilt each language's file list
 def on_files(files, config):
     """Let mkdocs-jupyter render notebooks in every language, the default one included.
@@ -154,16 +181,13 @@ def on_post_page(output: str, page, config) -> str:
     base_url = page.url.removeprefix("zh-TW/")
     targets = {"en": base_url, "zh-TW": "zh-TW/" + base_url}
 
-    def relative(target: str) -> str:
-        return posixpath.relpath(target or ".", page.url or ".") + "/"
-
     # Material reads <link rel="alternate" hreflang> as the root of each language and fetches
     # "<root>/sitemap.xml" from it; per-page targets there would 404 on every page. The language
     # menu below already leads to the twin page, so the head links are dropped.
     output = re.sub(r'\s*<link rel="alternate" href="[^"]*" hreflang="[^"]*">', "", output)
     return re.sub(
         r'href="[^"]*"(\s+hreflang="(en|zh-TW)")',
-        lambda m: f'href="{relative(targets[m.group(2)])}"{m.group(1)}',
+        lambda m: f'href="{relative_url(targets[m.group(2)], page)}"{m.group(1)}',
         output,
     )
 

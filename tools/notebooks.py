@@ -89,9 +89,7 @@ def expand_includes(notebook, source: Path) -> None:
         match = INCLUDE.fullmatch(cell.source.strip())
         if match is None:
             # Anything else in the cell would be silently dropped or run unexpanded: refuse it.
-            raise ValueError(
-                f"{source.name}, cell {number}: a code cell with an include must hold only that line"
-            )
+            raise ValueError(f"{source.name}, cell {number}: a code cell with an include must hold only that line")
         target = match.group(1)
         header = f"# snippets/{target}: edit the snippet, not this cell (tools/notebooks.py copies it here)\n"
         cell.source = header + snippet_text(target)
@@ -114,9 +112,7 @@ def render(source: Path):
     expand_includes(notebook, source)
     # Under the title (the first cell, a "# ..." heading), or first when there is none.
     has_title = (
-        notebook.cells
-        and notebook.cells[0].cell_type == "markdown"
-        and notebook.cells[0].source.startswith("# ")
+        notebook.cells and notebook.cells[0].cell_type == "markdown" and notebook.cells[0].source.startswith("# ")
     )
     notebook.cells.insert(1 if has_title else 0, badge_cell(source))
     notebook.metadata.pop("jupytext", None)
@@ -189,9 +185,7 @@ def execute(notebook, target: Path | None = None, draft: Path | None = None) -> 
         INFERLAB_DRAFT=os.path.relpath(draft, LABS),
         MPLBACKEND="module://matplotlib_inline.backend_inline",
     )
-    NotebookClient(
-        notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(LABS)}}
-    ).execute()
+    NotebookClient(notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(LABS)}}).execute()
     for cell in notebook.cells:
         cell.metadata.pop("execution", None)  # kernel timestamps: noise in every diff
 
@@ -213,36 +207,22 @@ def outputs_from_twin(notebook, source: Path) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--check", action="store_true", help="only check that notebooks match their sources"
-    )
-    parser.add_argument(
-        "--all", action="store_true", help="rebuild every notebook, not only stale ones"
-    )
-    parser.add_argument(
-        "names", nargs="*", help="only these notebooks (e.g. kvcache), both languages"
-    )
-    parser.add_argument(
-        "--target", type=Path, help="target model folder (default: the bundled target)"
-    )
-    parser.add_argument(
-        "--draft", type=Path, help="draft model folder (default: the bundled draft)"
-    )
+    parser.add_argument("--check", action="store_true", help="only check that notebooks match their sources")
+    parser.add_argument("--all", action="store_true", help="rebuild every notebook, not only stale ones")
+    parser.add_argument("names", nargs="*", help="only these notebooks (e.g. kvcache), both languages")
+    parser.add_argument("--target", type=Path, help="target model folder (default: the bundled target)")
+    parser.add_argument("--draft", type=Path, help="draft model folder (default: the bundled draft)")
     args = parser.parse_args(argv)
     sources = sorted(SOURCES.glob("*.py"))  # name.py sorts before name.zh-TW.py: English runs first
     unknown = set(args.names) - {s.name.removesuffix(".py").removesuffix(".zh-TW") for s in sources}
     if unknown:
         parser.error(f"names must be notebooks in {SOURCES.name}/, got unknown {sorted(unknown)}")
     if args.names:
-        sources = [
-            s for s in sources if s.name.removesuffix(".py").removesuffix(".zh-TW") in args.names
-        ]
+        sources = [s for s in sources if s.name.removesuffix(".py").removesuffix(".zh-TW") in args.names]
     todo = sources if args.all else stale(sources)
     if args.check:
         for source in todo:
-            print(
-                f"{notebook_path(source)} is out of date with {source}; run python tools/notebooks.py"
-            )
+            print(f"{notebook_path(source)} is out of date with {source}; run python tools/notebooks.py")
         return 1 if todo else 0
     executed_now = set()
     for source in todo:
@@ -255,10 +235,7 @@ def main(argv: list[str] | None = None) -> int:
             execute(notebook, args.target, args.draft)
         nbformat.write(notebook, notebook_path(source))
         executed_now.add(source)
-        print(
-            f"wrote {notebook_path(source).relative_to(ROOT)}"
-            + (" (outputs of its twin)" if reused else "")
-        )
+        print(f"wrote {notebook_path(source).relative_to(ROOT)}" + (" (outputs of its twin)" if reused else ""))
     return 0
 
 

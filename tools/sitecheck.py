@@ -7,8 +7,11 @@ the file), so a test can show that a deliberately broken page is caught.
 from __future__ import annotations
 
 import re
-from collections import Counter
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import glossary_links  # noqa: E402  (a sibling module; the tests import this file by path)
 
 ZH_SUFFIX = ".zh-TW.md"
 FENCE = re.compile(r"^(\s*)(```|~~~)")
@@ -80,12 +83,7 @@ def parity_problems(en: Path, zh: Path) -> list[str]:
 
 def glossary_terms(glossary: Path) -> list[tuple[str, str]]:
     """Return (English term, zh-TW term) rows of the glossary table."""
-    rows = []
-    for line in glossary.read_text(encoding="utf-8").splitlines():
-        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-        if len(cells) >= 2 and cells[0] and cells[0] not in ("English",) and not set(cells[0]) <= set("-: "):
-            rows.append((cells[0], cells[1]))
-    return rows
+    return [(cells[0], cells[1]) for cells in glossary_links.table_rows(glossary)]
 
 
 def plain_prose(markdown: str) -> str:
@@ -106,7 +104,9 @@ def glossary_problems(en: Path, zh: Path, terms: list[tuple[str, str]]) -> list[
         if english == chinese:
             continue
         if re.search(rf"(?<![\w-]){re.escape(english)}(?![\w-])", en_prose, re.IGNORECASE) and chinese not in zh_prose:
-            problems.append(f"{zh}: {en.name} uses '{english}' but the translation never uses the glossary term '{chinese}'")
+            problems.append(
+                f"{zh}: {en.name} uses '{english}' but the translation never uses the glossary term '{chinese}'"
+            )
     return problems
 
 

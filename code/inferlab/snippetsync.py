@@ -41,7 +41,9 @@ def section_text(source_file: Path, section: str) -> str:
             end = number
             break
     if start is None or end is None:
-        raise ValueError(f"{source_file}: no section named {section!r} (markers --8<-- [start:{section}] / [end:{section}])")
+        raise ValueError(
+            f"{source_file}: no section named {section!r} (markers --8<-- [start:{section}] / [end:{section}])"
+        )
     kept = [line for line in lines[start:end] if "--8<--" not in line]
     return textwrap.dedent("".join(kept))
 

@@ -17,6 +17,8 @@ def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     """Return logits / temperature: below 1 sharpens the softmax, above 1 flattens it."""
     # softmax(z / t): as t -> 0 all mass goes to the argmax, as t -> infinity it becomes uniform.
     return logits / temperature
+
+
 # <<< generated
 
 # >>> generated from inferlab/decoding/sampling.py:top_k (python -m inferlab.snippetsync)
@@ -26,6 +28,8 @@ def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
     kth_largest = torch.topk(logits, k, dim=-1).values[..., -1:]
     # "Below the k-th value", not "outside the top-k indices": a tie with the k-th token survives.
     return logits.masked_fill(logits < kth_largest, float("-inf"))
+
+
 # <<< generated
 
 # >>> generated from inferlab/decoding/sampling.py:top_p (python -m inferlab.snippetsync)
@@ -39,6 +43,8 @@ def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
     drop_sorted[..., -1] = False  # the most probable token always stays
     drop = drop_sorted.scatter(-1, order, drop_sorted)  # back to vocabulary order
     return logits.masked_fill(drop, float("-inf"))
+
+
 # <<< generated
 
 # >>> generated from inferlab/decoding/sampling.py:distinct_n (python -m inferlab.snippetsync)
@@ -50,6 +56,8 @@ def distinct_n(sequences: Sequence[Sequence[int]], n: int) -> float:
     if not all_ngrams:
         raise ValueError(f"no sequence is long enough to hold an {n}-gram")
     return len(set(all_ngrams)) / len(all_ngrams)
+
+
 # <<< generated
 
 # --8<-- [start:demo]

@@ -45,6 +45,8 @@ def kth_order_dp(log_conditional, length: int, order: int) -> tuple[list[int], f
         state_after_step = tuple(tokens[:order])
         tokens.insert(0, int(back_pointers[step][state_after_step]))
     return tokens, float(delta.max()), operations
+
+
 # <<< generated
 
 # --8<-- [start:demo]

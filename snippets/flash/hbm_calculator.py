@@ -28,12 +28,18 @@ GPU_PRESETS = {
     "T4": GPUSpec("T4", 8.1, 65.0, 320.0, 64, "NVIDIA T4 Tensor Core GPU data sheet (2019); Turing Tuning Guide"),
     # NVIDIA A100 data sheet (2021), SXM 80 GB: 19.5 TFLOPS FP32, 312 TFLOPS FP16/BF16 Tensor Core
     # (dense), 2,039 GB/s HBM2e. A100 Tuning Guide: up to 164 KB shared memory per SM.
-    "A100": GPUSpec("A100", 19.5, 312.0, 2039.0, 164, "NVIDIA A100 Tensor Core GPU data sheet (2021, SXM 80GB); Ampere Tuning Guide"),
+    "A100": GPUSpec(
+        "A100", 19.5, 312.0, 2039.0, 164, "NVIDIA A100 Tensor Core GPU data sheet (2021, SXM 80GB); Ampere Tuning Guide"
+    ),
     # NVIDIA H100 data sheet (2023), SXM: 67 TFLOPS FP32, 989 TFLOPS FP16/BF16 Tensor Core (dense;
     # 1,979 with sparsity), 3.35 TB/s HBM3. Hopper Tuning Guide: up to 228 KB shared memory per SM.
-    "H100": GPUSpec("H100", 67.0, 989.0, 3350.0, 228, "NVIDIA H100 Tensor Core GPU data sheet (2023, SXM5); Hopper Tuning Guide"),
+    "H100": GPUSpec(
+        "H100", 67.0, 989.0, 3350.0, 228, "NVIDIA H100 Tensor Core GPU data sheet (2023, SXM5); Hopper Tuning Guide"
+    ),
     # NVIDIA H200 data sheet (2024), SXM: same compute as H100 SXM, 4.8 TB/s HBM3e, 141 GB.
-    "H200": GPUSpec("H200", 67.0, 989.0, 4800.0, 228, "NVIDIA H200 Tensor Core GPU data sheet (2024, SXM); Hopper Tuning Guide"),
+    "H200": GPUSpec(
+        "H200", 67.0, 989.0, 4800.0, 228, "NVIDIA H200 Tensor Core GPU data sheet (2024, SXM); Hopper Tuning Guide"
+    ),
 }
 
 
@@ -103,6 +109,8 @@ def hbm_traffic(
     return {"reads": reads, "writes": writes, "total": reads + writes}
 
 
+
+
 def attention_flops(N: int, d: int, causal: bool = False, backward: bool = False) -> float:
     """Return the matmul FLOPs of one head: 4 N^2 d forward (QK^T and PV), 2.5x that backward, halved if causal.
 
@@ -138,6 +146,8 @@ def estimate_runtime(flops: float, bytes_moved: float, gpu: str | GPUSpec, preci
         "arithmetic_intensity": flops / bytes_moved if bytes_moved else math.inf,
         "ridge_point": peak_flops / bandwidth,  # FLOPs per byte where the two roofs meet
     }
+
+
 # <<< generated
 
 # --8<-- [start:use]

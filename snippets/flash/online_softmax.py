@@ -18,6 +18,8 @@ def online_softmax_step(row_max, row_sum, acc, scores, v_tile):
     row_sum = row_sum * rescale + probs.sum(dim=-1)
     acc = acc * rescale[..., None] + probs @ v_tile
     return new_max, row_sum, acc
+
+
 # <<< generated
 
 # --8<-- [start:demo]

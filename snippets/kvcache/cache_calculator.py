@@ -14,26 +14,46 @@ import torch
 PRESETS: dict[str, dict[str, Any]] = {
     "Llama-3.2-3B": {
         "source": "https://huggingface.co/meta-llama/Llama-3.2-3B/blob/main/config.json",
-        "num_hidden_layers": 28, "num_attention_heads": 24, "num_key_value_heads": 8,
-        "head_dim": 128, "hidden_size": 3072, "max_position_embeddings": 131072,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 24,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "hidden_size": 3072,
+        "max_position_embeddings": 131072,
     },
     "Gemma-3-1B": {
         # Gemma 3 also gives 5 of every 6 layers a sliding window (Gemma Team, 2025, Gemma 3 Technical Report, Sec. 2),
         # which caps their cache; the formula below is the full-attention upper bound.
         "source": "https://huggingface.co/google/gemma-3-1b-it/blob/main/config.json",
-        "num_hidden_layers": 26, "num_attention_heads": 4, "num_key_value_heads": 1,
-        "head_dim": 256, "hidden_size": 1152, "max_position_embeddings": 32768,
+        "num_hidden_layers": 26,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 1,
+        "head_dim": 256,
+        "hidden_size": 1152,
+        "max_position_embeddings": 32768,
     },
     "Qwen2.5-1.5B": {
         "source": "https://huggingface.co/Qwen/Qwen2.5-1.5B/blob/main/config.json",
-        "num_hidden_layers": 28, "num_attention_heads": 12, "num_key_value_heads": 2,
-        "head_dim": 128, "hidden_size": 1536, "max_position_embeddings": 131072,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 12,
+        "num_key_value_heads": 2,
+        "head_dim": 128,
+        "hidden_size": 1536,
+        "max_position_embeddings": 131072,
     },
 }
 
 BYTES_PER_ELEMENT = {
-    "float32": 4, "fp32": 4, "float16": 2, "fp16": 2, "half": 2, "bfloat16": 2, "bf16": 2,
-    "float8": 1, "fp8": 1, "int8": 1,
+    "float32": 4,
+    "fp32": 4,
+    "float16": 2,
+    "fp16": 2,
+    "half": 2,
+    "bfloat16": 2,
+    "bf16": 2,
+    "float8": 1,
+    "fp8": 1,
+    "int8": 1,
 }
 
 
@@ -58,7 +78,9 @@ def cache_shape(config: Any) -> dict[str, int]:
     """Return layers, kv_heads and head_dim of a Hugging Face config, a dict, a preset name or a decoder."""
     if isinstance(config, str):
         if config not in PRESETS:
-            raise ValueError(f"config must be a config object, a dict or a preset name in {sorted(PRESETS)}, got {config!r}")
+            raise ValueError(
+                f"config must be a config object, a dict or a preset name in {sorted(PRESETS)}, got {config!r}"
+            )
         config = PRESETS[config]
     config = getattr(config, "config", config)  # a LlamaDecoder or a Hugging Face model
     config = getattr(config, "text_config", None) or config  # multimodal configs nest the language model
@@ -89,6 +111,8 @@ def kv_cache_bytes(config: Any, tokens: int, batch: int = 1, dtype: torch.dtype 
     return 2 * shape["layers"] * shape["kv_heads"] * shape["head_dim"] * tokens * batch * size
 
 
+
+
 def kv_bytes_per_token(config: Any, dtype: torch.dtype | str = torch.float16) -> int:
     """Return the cache bytes one more token adds to one sequence."""
     return kv_cache_bytes(config, tokens=1, batch=1, dtype=dtype)
@@ -101,12 +125,16 @@ def max_batch_size(config: Any, tokens: int, free_bytes: int, dtype: torch.dtype
     return free_bytes // kv_cache_bytes(config, tokens, batch=1, dtype=dtype)
 
 
+
+
 def attention_variants(config: Any) -> dict[str, int]:
     """Return the kv_heads of the same model as MHA (one per query head), its own GQA, and MQA (one)."""
     shape = cache_shape(config)
     source = PRESETS.get(config, config) if isinstance(config, str) else getattr(config, "config", config)
     heads = _get(getattr(source, "text_config", None) or source, "num_attention_heads", "num_heads")
     return {"MHA": int(heads), "GQA": shape["kv_heads"], "MQA": 1}
+
+
 # <<< generated
 
 # --8<-- [start:demo]

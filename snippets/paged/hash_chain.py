@@ -38,6 +38,8 @@ def hash_chain(
         parent = hash_fn(parent, token_ids[start : start + block_size], extra_keys)
         hashes.append(parent)
     return hashes
+
+
 # <<< generated
 
 # >>> generated from inferlab/paged/labs.py:document (python -m inferlab.snippetsync)
@@ -73,6 +75,8 @@ def harbour_log(entries: int = 34, seed: int = 2026) -> str:
         )
     lines.append("]")
     return "\n".join(lines)
+
+
 # <<< generated
 
 # >>> generated from inferlab/paged/labs.py:variants (python -m inferlab.snippetsync)
@@ -86,6 +90,8 @@ def invalidation_prompts(document: str, question: str = QUESTIONS[0]) -> dict[st
         "space after document": INSTRUCTION + "\n" + document + " \n\n" + question,
         "change at the very start": " " + base,
     }
+
+
 # <<< generated
 
 

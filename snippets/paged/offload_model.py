@@ -65,9 +65,14 @@ def tokens_per_second(weight_bytes: float, offloaded_bytes: float, gpu: str | Of
     return batch / step_seconds(weight_bytes, offloaded_bytes, gpu)
 
 
-def kv_capacity_tokens(weight_bytes: float, offloaded_bytes: float, gpu: str | OffloadSpec,
-                       kv_bytes_per_token: int, gpu_memory_utilization: float = 0.9,
-                       other_bytes: float = 1.0 * GB) -> int:
+def kv_capacity_tokens(
+    weight_bytes: float,
+    offloaded_bytes: float,
+    gpu: str | OffloadSpec,
+    kv_bytes_per_token: int,
+    gpu_memory_utilization: float = 0.9,
+    other_bytes: float = 1.0 * GB,
+) -> int:
     """Return how many tokens of KV cache fit in what the resident weights leave of the GPU budget."""
     _check_bytes(weight_bytes, offloaded_bytes)
     if not 0 < gpu_memory_utilization <= 1:
@@ -77,6 +82,8 @@ def kv_capacity_tokens(weight_bytes: float, offloaded_bytes: float, gpu: str | O
     budget = _spec(gpu).memory_gb * GB * gpu_memory_utilization
     free_for_kv = budget - (weight_bytes - offloaded_bytes) - other_bytes  # other: activations, CUDA graphs
     return max(0, int(free_for_kv // kv_bytes_per_token))
+
+
 # <<< generated
 
 WEIGHT_BYTES = 1.54e9 * 2  # Qwen2.5-1.5B-Instruct: 1.54 B parameters in fp16

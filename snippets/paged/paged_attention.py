@@ -8,17 +8,26 @@ The two functions are generated from inferlab/paged/attention.py.
 import torch
 import torch.nn.functional as F
 
+
 # >>> generated from inferlab/paged/attention.py:write (python -m inferlab.snippetsync)
-def write_kv(k_cache: torch.Tensor, v_cache: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-             slots: torch.Tensor) -> None:
+def write_kv(
+    k_cache: torch.Tensor, v_cache: torch.Tensor, k: torch.Tensor, v: torch.Tensor, slots: torch.Tensor
+) -> None:
     """Store keys/values (N, kv_heads, head_dim) of N tokens at flat slots ``block_id * block_size + offset``."""
     k_cache.view(-1, *k_cache.shape[2:]).index_copy_(0, slots, k)
     v_cache.view(-1, *v_cache.shape[2:]).index_copy_(0, slots, v)
+
+
 # <<< generated
 
 # >>> generated from inferlab/paged/attention.py:paged_attention (python -m inferlab.snippetsync)
-def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                    block_tables: torch.Tensor, context_lens: torch.Tensor) -> torch.Tensor:
+def paged_attention(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    context_lens: torch.Tensor,
+) -> torch.Tensor:
     """Return causal attention outputs (S, heads, Tq, head_dim) of S sequences reading a paged cache.
 
     q: (S, heads, Tq, head_dim), the queries of each sequence's *last* Tq tokens.
@@ -43,6 +52,8 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     scores = scores.masked_fill(hidden[:, None, None], float("-inf"))
     weights = torch.softmax(scores.float(), dim=-1).to(v.dtype)
     return (weights @ v.unsqueeze(2)).reshape(seqs, heads, q_len, head_dim)
+
+
 # <<< generated
 
 # --8<-- [start:demo]

@@ -39,6 +39,8 @@ def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     """Return logits / temperature: below 1 sharpens the softmax, above 1 flattens it."""
     # softmax(z / t): as t -> 0 all mass goes to the argmax, as t -> infinity it becomes uniform.
     return logits / temperature
+
+
 # <<< generated
 
 # >>> generated from inferlab/decoding/sampling.py:top_k (python -m inferlab.snippetsync)
@@ -48,6 +50,8 @@ def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
     kth_largest = torch.topk(logits, k, dim=-1).values[..., -1:]
     # "Below the k-th value", not "outside the top-k indices": a tie with the k-th token survives.
     return logits.masked_fill(logits < kth_largest, float("-inf"))
+
+
 # <<< generated
 
 # >>> generated from inferlab/decoding/sampling.py:top_p (python -m inferlab.snippetsync)
@@ -61,6 +65,8 @@ def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
     drop_sorted[..., -1] = False  # the most probable token always stays
     drop = drop_sorted.scatter(-1, order, drop_sorted)  # back to vocabulary order
     return logits.masked_fill(drop, float("-inf"))
+
+
 # <<< generated
 
 # >>> generated from inferlab/decoding/sampling.py:filter_logits (python -m inferlab.snippetsync)
@@ -79,6 +85,8 @@ def filter_logits(
     if top_p is not None and top_p < 1.0:
         logits = top_p_filter(logits, top_p)
     return logits
+
+
 # <<< generated
 
 # >>> generated from inferlab/speculative/sampler.py:result (python -m inferlab.snippetsync)
@@ -119,6 +127,8 @@ class SpeculativeResult:
     def tokens_per_target_call(self) -> float:
         """Return generated tokens per target forward pass (1.0 for plain decoding)."""
         return self.new_tokens.shape[1] / self.target_calls if self.target_calls else float("nan")
+
+
 # <<< generated
 
 # >>> generated from inferlab/speculative/sampler.py:sample_token (python -m inferlab.snippetsync)
@@ -129,12 +139,16 @@ def sample_token(probs: torch.Tensor, generator: torch.Generator | None = None) 
     u = torch.rand((), generator=generator, dtype=torch.float64)
     index = int(torch.searchsorted(cdf, u * cdf[-1], right=True))
     return min(index, cdf.numel() - 1)
+
+
 # <<< generated
 
 # >>> generated from inferlab/speculative/sampler.py:next_token_probs (python -m inferlab.snippetsync)
 def next_token_probs(logits: torch.Tensor, temperature: float, top_k: int | None, top_p: float | None) -> torch.Tensor:
     """Return the distribution a sampler draws from: softmax of logits after temperature, top-k, top-p."""
     return filter_logits(logits.float(), temperature, top_k, top_p).softmax(dim=-1)
+
+
 # <<< generated
 
 # >>> generated from inferlab/speculative/sampler.py:verify (python -m inferlab.snippetsync)
@@ -161,6 +175,8 @@ def verify_drafts(
         return kept, i, acceptance_probs
     kept.append(sample_token(p_rows[len(drafts)], generator))  # all kept: a bonus token from p
     return kept, len(drafts), acceptance_probs
+
+
 # <<< generated
 
 # >>> generated from inferlab/speculative/sampler.py:verify_greedy (python -m inferlab.snippetsync)
@@ -171,6 +187,8 @@ def verify_greedy(target_logits: torch.Tensor, drafts: list[int]) -> tuple[list[
         if token != choices[i]:
             return drafts[:i] + [choices[i]], i  # the target's own token replaces the first miss
     return drafts + [choices[len(drafts)]], len(drafts)
+
+
 # <<< generated
 
 # >>> generated from inferlab/speculative/sampler.py:reference (python -m inferlab.snippetsync)
@@ -202,7 +220,7 @@ def speculative_sample_reference(
                 q_rows.append(next_token_probs(logits, temperature, top_k, top_p))
                 drafts.append(sample_token(q_rows[-1], generator))
         # 2. the target scores every draft, and the position after them, in one call
-        target_logits = target_fn(torch.tensor([tokens + drafts]))[0, -(n_draft + 1):]
+        target_logits = target_fn(torch.tensor([tokens + drafts]))[0, -(n_draft + 1) :]
         if temperature == 0:  # 3. accept or reject
             kept, n_accepted = verify_greedy(target_logits, drafts)
             result.acceptance_probs += [1.0] * n_accepted + [0.0] * (n_accepted < n_draft)
@@ -219,6 +237,8 @@ def speculative_sample_reference(
         result.target_calls += 1
     result.sequences = torch.tensor([tokens], dtype=torch.long)
     return result
+
+
 # <<< generated
 
 

@@ -134,7 +134,4 @@ def time_interleaved(
             start = time.perf_counter()
             fn()
             seconds[key].append(time.perf_counter() - start)
-    return {
-        key: {"median_s": statistics.median(s), "min_s": min(s), "max_s": max(s)}
-        for key, s in seconds.items()
-    }
+    return {key: {"median_s": statistics.median(s), "min_s": min(s), "max_s": max(s)} for key, s in seconds.items()}

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import math
 import random
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -91,14 +90,8 @@ def figures_dir() -> Path:
 
 
 def save_figure(fig, name: str) -> None:
-    """Save docs/figures/decoding/<name>.png and the <name>.zh-TW.png copy the zh-TW build reads.
-
-    With ``fallback_to_default: false`` the i18n plugin serves the zh-TW pages only ``.zh-TW``
-    files, so both languages link ``<name>.png`` and each build finds its own copy.
-    """
-    path = figures_dir() / f"{name}.png"
-    fig.savefig(path, dpi=120)
-    shutil.copyfile(path, figures_dir() / f"{name}.zh-TW.png")
+    """Save docs/figures/decoding/<name>.png (both languages show it: the plots carry no text to translate)."""
+    fig.savefig(figures_dir() / f"{name}.png", dpi=120)
 
 
 def pyplot():
@@ -286,7 +279,9 @@ def plot_shapes(name: str, settings: list[dict], labels: list[str]) -> None:
         positions = [i + (index - (len(settings) - 1) / 2) * width for i in range(len(labels))]
         ax.bar(positions, row["shown"], width, label=f"{row['setting']} ({row['kept tokens']} kept)")
     ax.set_xticks(range(len(labels)), labels, rotation=60, fontsize=8, family="monospace")
-    ax.set(ylabel="probability", title=f"The {len(labels)} most probable next tokens, reshaped by {name.replace('_', '-')}")
+    ax.set(
+        ylabel="probability", title=f"The {len(labels)} most probable next tokens, reshaped by {name.replace('_', '-')}"
+    )
     ax.legend(fontsize=8)
     ax.grid(True, axis="y", alpha=0.3)
     fig.tight_layout()
@@ -354,7 +349,11 @@ def plot_repetition(rows: list[dict]) -> None:
         positions = [i + (index - 1) * width for i in range(len(rows))]
         ax.bar(positions, [r[f"distinct-{n}"] for r in rows], width, label=f"distinct-{n}")
     ax.set_xticks(range(len(rows)), [r["strategy"] for r in rows])
-    ax.set(ylabel="distinct n-grams / all n-grams", ylim=(0, 1.05), title="Repetition in generated text (higher = less repetitive)")
+    ax.set(
+        ylabel="distinct n-grams / all n-grams",
+        ylim=(0, 1.05),
+        title="Repetition in generated text (higher = less repetitive)",
+    )
     ax.legend(fontsize=8)
     ax.grid(True, axis="y", alpha=0.3)
     fig.tight_layout()
@@ -435,7 +434,9 @@ def write_placeholders() -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Decoding benchmarks: result files and figures for the decoding pages.")
+    parser = argparse.ArgumentParser(
+        description="Decoding benchmarks: result files and figures for the decoding pages."
+    )
     parser.add_argument("--quick", action="store_true", help="smaller sizes and fewer samples")
     parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS), help="which parts to run")
     parser.add_argument("--target", default=None, help="a causal LM (path or hub id); default: the bundled target")

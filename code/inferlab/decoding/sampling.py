@@ -27,9 +27,7 @@ def check_filter_args(temperature: float, top_k: int | None, top_p: float | None
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
         raise TypeError(f"temperature must be a number > 0, got {temperature!r}")
     if not temperature > 0:
-        raise ValueError(
-            f"temperature must be > 0, got {temperature}; for temperature 0 use greedy decoding (argmax)"
-        )
+        raise ValueError(f"temperature must be > 0, got {temperature}; for temperature 0 use greedy decoding (argmax)")
     if top_k is not None:
         if isinstance(top_k, bool) or not isinstance(top_k, int):
             raise TypeError(f"top_k must be an integer >= 1 or None, got {top_k!r}")
@@ -47,6 +45,8 @@ def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     """Return logits / temperature: below 1 sharpens the softmax, above 1 flattens it."""
     # softmax(z / t): as t -> 0 all mass goes to the argmax, as t -> infinity it becomes uniform.
     return logits / temperature
+
+
 # --8<-- [end:temperature]
 
 
@@ -57,6 +57,8 @@ def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
     kth_largest = torch.topk(logits, k, dim=-1).values[..., -1:]
     # "Below the k-th value", not "outside the top-k indices": a tie with the k-th token survives.
     return logits.masked_fill(logits < kth_largest, float("-inf"))
+
+
 # --8<-- [end:top_k]
 
 
@@ -71,6 +73,8 @@ def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
     drop_sorted[..., -1] = False  # the most probable token always stays
     drop = drop_sorted.scatter(-1, order, drop_sorted)  # back to vocabulary order
     return logits.masked_fill(drop, float("-inf"))
+
+
 # --8<-- [end:top_p]
 
 
@@ -90,6 +94,8 @@ def filter_logits(
     if top_p is not None and top_p < 1.0:
         logits = top_p_filter(logits, top_p)
     return logits
+
+
 # --8<-- [end:filter_logits]
 
 
@@ -161,6 +167,8 @@ def ancestral_sample(
         next_token = sample_next(next_logits, temperature, top_k, top_p, generator)
         ids = torch.cat([ids, next_token.unsqueeze(-1).to(ids.device)], dim=1)
     return ids[:, prompt_length:]
+
+
 # --8<-- [end:ancestral]
 
 
@@ -173,4 +181,6 @@ def distinct_n(sequences: Sequence[Sequence[int]], n: int) -> float:
     if not all_ngrams:
         raise ValueError(f"no sequence is long enough to hold an {n}-gram")
     return len(set(all_ngrams)) / len(all_ngrams)
+
+
 # --8<-- [end:distinct_n]

@@ -73,6 +73,8 @@ def perplexity(model: Any, tokens: Sequence[int], prompt: Sequence[int] | None =
     """Return exp(mean negative log-likelihood per token): the model's average branching factor."""
     logprobs = token_logprobs(model, tokens, prompt)
     return math.exp(-math.fsum(logprobs) / len(logprobs))
+
+
 # --8<-- [end:sequence_logprob]
 
 
@@ -92,6 +94,8 @@ def greedy_decode(model: Any, length: int, prompt: Sequence[int] | None = None) 
         logprob += float(logprobs[token])
         ids = torch.cat([ids, torch.tensor([[token]], device=ids.device)], dim=1)
     return Decoded(tokens, logprob, operations=length * vocab)
+
+
 # --8<-- [end:greedy]
 
 
@@ -116,6 +120,8 @@ def beam_search(model: Any, length: int, beam_width: int, prompt: Sequence[int] 
         scores = best.values
     prompt_length = beams.shape[1] - length
     return Decoded(beams[0, prompt_length:].tolist(), float(scores[0]), operations)
+
+
 # --8<-- [end:beam]
 
 
@@ -169,6 +175,8 @@ def map_decode_bruteforce(
     tokens, logprob = max(scored, key=lambda item: item[1])
     # Each of the V^T sequences costs T conditional-probability lookups and additions.
     return Decoded(tokens, logprob, operations=len(scored) * length)
+
+
 # --8<-- [end:brute_force]
 
 
@@ -207,6 +215,8 @@ def kth_order_dp(log_conditional, length: int, order: int) -> tuple[list[int], f
         state_after_step = tuple(tokens[:order])
         tokens.insert(0, int(back_pointers[step][state_after_step]))
     return tokens, float(delta.max()), operations
+
+
 # --8<-- [end:map_dp]
 
 

@@ -101,6 +101,7 @@ class MarkovModel:
         # broadcast the table along new leading axes.
         extra = min(step, order) - min(step, self.order)
         return table.reshape((1,) * extra + tuple(table.shape)).expand((self.vocab_size,) * extra + tuple(table.shape))
+
     # --8<-- [end:log_conditional]
 
     def __call__(self, input_ids: torch.Tensor) -> torch.Tensor:

@@ -45,16 +45,8 @@ def figures_dir() -> Path:
 
 
 def save_figure(fig, name: str) -> None:
-    """Save a figure as docs/figures/flash/<name>.png, plus the copy the zh-TW build looks for.
-
-    With ``fallback_to_default: false`` the i18n plugin gives the zh-TW build only files suffixed
-    ``.zh-TW``, so each figure also goes to ``<name>.zh-TW.png`` (same image, same link on both pages).
-    """
-    import shutil
-
-    path = figures_dir() / f"{name}.png"
-    fig.savefig(path, dpi=120)
-    shutil.copyfile(path, figures_dir() / f"{name}.zh-TW.png")
+    """Save docs/figures/flash/<name>.png (both languages show it: the plots carry no text to translate)."""
+    fig.savefig(figures_dir() / f"{name}.png", dpi=120)
 
 
 # ---------------------------------------------------------------- CPU peak memory
@@ -89,7 +81,10 @@ def measure_peak_memory(method: str, n: int, d: int = HEAD_DIM, block: int = MEM
     env = dict(os.environ, OMP_NUM_THREADS="1")
     done = subprocess.run(
         [sys.executable, "-c", MEASURE_ONE, method, str(n), str(d), str(block)],
-        capture_output=True, text=True, env=env, timeout=1800,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=1800,
     )
     if done.returncode != 0:
         raise RuntimeError(f"memory run {method} N={n} failed:\n{done.stderr[-2000:]}")
@@ -102,17 +97,19 @@ def run_memory(ns: list[int], command: str | None = None) -> dict:
     for n in tqdm(ns, desc="peak memory (standard vs tiled)"):
         standard = measure_peak_memory("standard", n)
         tiled = measure_peak_memory("tiled", n)
-        rows.append({
-            "N": n,
-            "standard_mib": round(standard["peak_mib"], 1),
-            "tiled_mib": round(tiled["peak_mib"], 1),
-            "tiled_over_standard": round(tiled["peak_mib"] / standard["peak_mib"], 4),
-            "standard_s": round(standard["seconds"], 3),
-            "tiled_s": round(tiled["seconds"], 3),
-            # What each must hold at once, fp32: S and P (2 N^2), vs O plus one tile of S (N d + block^2).
-            "standard_model_mib": round(2 * n * n * 4 / 2**20, 1),
-            "tiled_model_mib": round((n * HEAD_DIM + MEMORY_BLOCK**2) * 4 / 2**20, 2),
-        })
+        rows.append(
+            {
+                "N": n,
+                "standard_mib": round(standard["peak_mib"], 1),
+                "tiled_mib": round(tiled["peak_mib"], 1),
+                "tiled_over_standard": round(tiled["peak_mib"] / standard["peak_mib"], 4),
+                "standard_s": round(standard["seconds"], 3),
+                "tiled_s": round(tiled["seconds"], 3),
+                # What each must hold at once, fp32: S and P (2 N^2), vs O plus one tile of S (N d + block^2).
+                "standard_model_mib": round(2 * n * n * 4 / 2**20, 1),
+                "tiled_model_mib": round((n * HEAD_DIM + MEMORY_BLOCK**2) * 4 / 2**20, 2),
+            }
+        )
     last = rows[-1]
     values = {
         "d": HEAD_DIM,
@@ -135,7 +132,12 @@ def plot_memory(values: dict) -> None:
     ns = [row["N"] for row in values["rows"]]
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.loglog(ns, [row["standard_mib"] for row in values["rows"]], "o-", label="standard (S and P in memory)")
-    ax.loglog(ns, [max(row["tiled_mib"], 0.1) for row in values["rows"]], "s-", label=f"tiled, {values['block']}x{values['block']} tiles")
+    ax.loglog(
+        ns,
+        [max(row["tiled_mib"], 0.1) for row in values["rows"]],
+        "s-",
+        label=f"tiled, {values['block']}x{values['block']} tiles",
+    )
     ax.set_xlabel("sequence length N")
     ax.set_ylabel("peak extra memory (MiB)")
     ax.set_title(f"Attention forward on a CPU, one head, d = {values['d']}")
@@ -177,8 +179,13 @@ def traffic_values() -> dict:
             row[f"{gpu}_standard_ms"] = round(standard["runtime_s"] * 1e3, 4)
             row[f"{gpu}_flash_ms"] = round(flash["runtime_s"] * 1e3, 4)
         runtime_rows.append(row)
-    return {"d": HEAD_DIM, "element_bytes": 4, "traffic_rows": rows, "runtime_rows": runtime_rows,
-            "example": worked_example()}
+    return {
+        "d": HEAD_DIM,
+        "element_bytes": 4,
+        "traffic_rows": rows,
+        "runtime_rows": runtime_rows,
+        "example": worked_example(),
+    }
 
 
 def worked_example() -> dict:
@@ -192,7 +199,12 @@ def worked_example() -> dict:
     flash_time = estimate_runtime(flops, 4 * flash["total"], gpu)
     spec = GPU_PRESETS[gpu]
     return {
-        "N": n, "d": d, "gpu": gpu, "sram_kib": kib, "block_q": block_q, "block_k": block_k,
+        "N": n,
+        "d": d,
+        "gpu": gpu,
+        "sram_kib": kib,
+        "block_q": block_q,
+        "block_k": block_k,
         "flops_g": round(flops / 1e9, 3),
         "standard_elements_m": round(standard["total"] / 1e6, 2),
         "flash_elements_m": round(flash["total"] / 1e6, 2),
@@ -221,17 +233,28 @@ def plot_traffic(values: dict) -> None:
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     left.loglog(ns, [row["standard"] for row in values["traffic_rows"]], "o-", label="standard")
     for kib in SRAM_KIB:
-        left.loglog(ns, [row[f"flash_{kib}KiB"] for row in values["traffic_rows"]], "s--", label=f"flash, SRAM {kib} KiB (Alg. 1 tiles)")
+        left.loglog(
+            ns,
+            [row[f"flash_{kib}KiB"] for row in values["traffic_rows"]],
+            "s--",
+            label=f"flash, SRAM {kib} KiB (Alg. 1 tiles)",
+        )
     for block_q in TILE_ROWS:
-        left.loglog(ns, [row[f"flash_{block_q}x64"] for row in values["traffic_rows"]], "^:", label=f"flash, {block_q}x64 tiles")
+        left.loglog(
+            ns, [row[f"flash_{block_q}x64"] for row in values["traffic_rows"]], "^:", label=f"flash, {block_q}x64 tiles"
+        )
     left.set_xlabel("sequence length N")
     left.set_ylabel("HBM reads + writes (elements)")
     left.set_title(f"HBM traffic, one head, d = {values['d']}")
     left.legend()
     left.grid(True, which="both", alpha=0.3)
     for gpu, marker in (("T4", "o"), ("A100", "^")):
-        right.loglog(ns, [row[f"{gpu}_standard_ms"] for row in values["runtime_rows"]], marker + "-", label=f"{gpu} standard")
-        right.loglog(ns, [row[f"{gpu}_flash_ms"] for row in values["runtime_rows"]], marker + "--", label=f"{gpu} flash")
+        right.loglog(
+            ns, [row[f"{gpu}_standard_ms"] for row in values["runtime_rows"]], marker + "-", label=f"{gpu} standard"
+        )
+        right.loglog(
+            ns, [row[f"{gpu}_flash_ms"] for row in values["runtime_rows"]], marker + "--", label=f"{gpu} flash"
+        )
     right.set_xlabel("sequence length N")
     right.set_ylabel("roofline estimate (ms, fp32)")
     right.set_title("Estimated forward time, one head")
@@ -291,7 +314,9 @@ def plot_tiles(n_tiles: int = 8, block: int = 4) -> None:
     ax.set_aspect("equal")
     ax.set_xticks([i + 0.5 for i in range(n_tiles)], [f"K{i}" for i in range(n_tiles)])
     ax.set_yticks([i + 0.5 for i in range(n_tiles)], [f"Q{n_tiles - 1 - i}" for i in range(n_tiles)])
-    ax.set_title("causal forward, 8 x 8 tiles\nblue: loaded, orange: loaded and masked inside,\ngrey: skipped", fontsize=9)
+    ax.set_title(
+        "causal forward, 8 x 8 tiles\nblue: loaded, orange: loaded and masked inside,\ngrey: skipped", fontsize=9
+    )
     fig.tight_layout()
     save_figure(fig, "tiles_causal")
     plt.close(fig)
@@ -310,7 +335,9 @@ def plot_online_softmax(n_keys: int = 12, block: int = 3, seed: int = 3) -> None
     row_max, row_sum, acc = torch.full((1,), float("-inf")), torch.zeros(1), torch.zeros(1, 1)
     maxima, sums = [], []
     for start in range(0, n_keys, block):
-        row_max, row_sum, acc = online_softmax_step(row_max, row_sum, acc, scores[:, start:start + block], values[start:start + block])
+        row_max, row_sum, acc = online_softmax_step(
+            row_max, row_sum, acc, scores[:, start : start + block], values[start : start + block]
+        )
         maxima.append(row_max.item())
         sums.append(row_sum.item())
     full_sum = torch.exp(scores - scores.max()).sum().item()
@@ -381,14 +408,20 @@ def run_gpu(ns: list[int], repeat: int = 10, command: str | None = None, tokens:
     ratios = []
     for row in rows:
         if row["method"] == "triton (ours)" and row["N"] >= 4096 and isinstance(row["fwd_tflops"], float):
-            sdpa_row = next(r for r in rows if r["method"] == "sdpa flash" and
-                            (r["dtype"], r["causal"], r["N"]) == (row["dtype"], row["causal"], row["N"]))
+            sdpa_row = next(
+                r
+                for r in rows
+                if r["method"] == "sdpa flash"
+                and (r["dtype"], r["causal"], r["N"]) == (row["dtype"], row["causal"], row["N"])
+            )
             if isinstance(sdpa_row["fwd_tflops"], float) and sdpa_row["fwd_tflops"] > 0:
                 ratios.append(row["fwd_tflops"] / sdpa_row["fwd_tflops"])
     values = {
         "measured": True,
         "device": torch.cuda.get_device_name(0),
-        "heads": heads, "d": d, "tokens_per_step": tokens,
+        "heads": heads,
+        "d": d,
+        "tokens_per_step": tokens,
         "rows": rows,
         "forward_vs_sdpa_min_at_4k_plus": f"{min(ratios):.2f}x" if ratios else "—",
         "forward_vs_sdpa_goal": "0.80x",
@@ -433,12 +466,16 @@ def write_gpu_placeholder_if_missing() -> None:
             return
     except FileNotFoundError:
         pass
-    write_result("flash_gpu", {
-        "measured": False,
-        "rows": [{"status": NO_GPU_YET}],
-        "forward_vs_sdpa_min_at_4k_plus": "—",
-        "forward_vs_sdpa_goal": "0.80x",
-    }, command="python -m inferlab.flash.bench (a placeholder until python -m inferlab.flash.bench --gpu runs on a GPU)")
+    write_result(
+        "flash_gpu",
+        {
+            "measured": False,
+            "rows": [{"status": NO_GPU_YET}],
+            "forward_vs_sdpa_min_at_4k_plus": "—",
+            "forward_vs_sdpa_goal": "0.80x",
+        },
+        command="python -m inferlab.flash.bench (a placeholder until python -m inferlab.flash.bench --gpu runs on a GPU)",
+    )
 
 
 def plot_gpu(values: dict) -> None:
@@ -447,8 +484,14 @@ def plot_gpu(values: dict) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
     for ax, causal in zip(axes, (False, True), strict=True):
         for method in ("triton (ours)", "sdpa flash", "standard"):
-            rows = [r for r in values["rows"] if r["method"] == method and r["causal"] == causal
-                    and r["dtype"] == "float16" and isinstance(r["fwd_tflops"], float)]
+            rows = [
+                r
+                for r in values["rows"]
+                if r["method"] == method
+                and r["causal"] == causal
+                and r["dtype"] == "float16"
+                and isinstance(r["fwd_tflops"], float)
+            ]
             ax.semilogx([r["N"] for r in rows], [r["fwd_tflops"] for r in rows], "o-", label=method)
         ax.set_title(f"forward, fp16, {'causal' if causal else 'not causal'}")
         ax.set_xlabel("sequence length N")
@@ -480,8 +523,10 @@ def main(argv: list[str] | None = None) -> int:
     write_gpu_placeholder_if_missing()
     memory = run_memory([n for n in MEMORY_NS if n <= 4096] if args.quick else MEMORY_NS, command=command)
     plot_memory(memory)
-    print(f"tiled / standard peak memory at N={memory['largest_N']}: {memory['ratio_at_largest_N']:.4f} "
-          f"(goal <= {memory['goal_ratio']:.2f}); {time.perf_counter() - started:.0f} s")
+    print(
+        f"tiled / standard peak memory at N={memory['largest_N']}: {memory['ratio_at_largest_N']:.4f} "
+        f"(goal <= {memory['goal_ratio']:.2f}); {time.perf_counter() - started:.0f} s"
+    )
     return 0
 
 

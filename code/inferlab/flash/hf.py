@@ -24,15 +24,23 @@ def flash_attention_for_transformers(module, query, key, value, attention_mask, 
     causal = bool(getattr(module, "is_causal", True))
     n_q, n_k = query.shape[-2], key.shape[-2]
     if attention_mask is not None:  # Transformers passes a mask only when there is padding
-        allowed = causal_mask(n_q, n_k, query.device) if causal else torch.ones(n_q, n_k, dtype=torch.bool, device=query.device)
+        allowed = (
+            causal_mask(n_q, n_k, query.device)
+            if causal
+            else torch.ones(n_q, n_k, dtype=torch.bool, device=query.device)
+        )
         mask = attention_mask if attention_mask.dtype == torch.bool else attention_mask == 0
         if not torch.equal(mask, allowed.expand_as(mask)):
-            raise ValueError("attention_mask hides keys beyond the causal mask (padding); this adapter supports unpadded batches only")
+            raise ValueError(
+                "attention_mask hides keys beyond the causal mask (padding); this adapter supports unpadded batches only"
+            )
     # Grouped-query attention: each key/value head serves several query heads.
     groups = query.shape[1] // key.shape[1]
     key, value = key.repeat_interleave(groups, dim=1), value.repeat_interleave(groups, dim=1)
     out = FlashAttention.apply(query, key, value, causal, 64, 64, scaling)
     return out.transpose(1, 2).contiguous(), None
+
+
 # --8<-- [end:hf_attention]
 
 

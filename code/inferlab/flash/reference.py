@@ -46,7 +46,9 @@ def check_attention_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) ->
         if tensor.dtype not in SUPPORTED_DTYPES:
             raise TypeError(f"{name} must have dtype float16, bfloat16, float32 or float64, got {tensor.dtype}")
         if tensor.dim() < 2:
-            raise ValueError(f"{name} must have shape (..., N, d) with at least 2 dims, got shape {tuple(tensor.shape)}")
+            raise ValueError(
+                f"{name} must have shape (..., N, d) with at least 2 dims, got shape {tuple(tensor.shape)}"
+            )
     if not (q.dtype == k.dtype == v.dtype):
         raise TypeError(f"q, k and v must share one dtype, got q {q.dtype}, k {k.dtype}, v {v.dtype}")
     if not (q.device == k.device == v.device):
@@ -61,7 +63,9 @@ def check_attention_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) ->
     if k.shape[-2] != v.shape[-2]:
         raise ValueError(f"k and v must have the same number of keys, got k N={k.shape[-2]}, v N={v.shape[-2]}")
     if q.shape[-2] < 1 or k.shape[-2] < 1 or q.shape[-1] < 1 or v.shape[-1] < 1:
-        raise ValueError(f"sequence lengths and head dims must be >= 1, got q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
+        raise ValueError(
+            f"sequence lengths and head dims must be >= 1, got q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
+        )
 
 
 def resolve_scale(scale: float | None, head_dim: int) -> float:
@@ -107,4 +111,6 @@ def standard_attention(
     probs = hbm.write(torch.nan_to_num(probs, nan=0.0))  # a row with no visible key: 0, not NaN
     # Step 3: read P and V, write the output O.
     return hbm.write(hbm.read(probs) @ hbm.read(v))
+
+
 # --8<-- [end:standard]

@@ -65,6 +65,8 @@ def online_softmax_step(row_max, row_sum, acc, scores, v_tile):
     row_sum = row_sum * rescale + probs.sum(dim=-1)
     acc = acc * rescale[..., None] + probs @ v_tile
     return new_max, row_sum, acc
+
+
 # --8<-- [end:online_softmax_step]
 
 
@@ -113,6 +115,8 @@ def flash_attention(
         out[..., q_start:q_end, :] = hbm.write(out_tile.to(q.dtype))
         lse[..., q_start:q_end] = hbm.write(row_max + torch.log(row_sum))
     return (out, lse) if return_lse else out
+
+
 # --8<-- [end:flash_forward]
 
 
@@ -165,6 +169,8 @@ def flash_attention_backward(
             grad_q[..., q_start:q_end, :] += grad_scores @ k_tile * scale
             grad_k[..., k_start:k_end, :] += grad_scores.transpose(-2, -1) @ q_tile * scale
     return grad_q.to(q.dtype), grad_k.to(k.dtype), grad_v.to(v.dtype)
+
+
 # --8<-- [end:flash_backward]
 
 
@@ -189,4 +195,6 @@ class FlashAttention(torch.autograd.Function):
         causal, block_q, block_k, scale = ctx.settings
         grads = flash_attention_backward(q, k, v, out, lse, grad_out, causal, block_q, block_k, scale)
         return (*grads, None, None, None, None)
+
+
 # --8<-- [end:autograd]

@@ -31,11 +31,26 @@ BACKWARD_BLOCK = 256  # the PyTorch backward works on big tiles: fewer Python-le
 # --8<-- [start:kernel]
 @triton.jit
 def _attention_forward_kernel(
-    Q, K, V, Out, Lse,  # pointers to (batch*heads, N, d) tensors and the (batch*heads, Nq) log-sum-exp
-    stride_q_batch, stride_q_row, stride_k_batch, stride_k_row,
-    stride_v_batch, stride_v_row, stride_o_batch, stride_o_row,
-    n_q, n_k, scale,
-    HEAD_DIM: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, CAUSAL: tl.constexpr,
+    Q,
+    K,
+    V,
+    Out,
+    Lse,  # pointers to (batch*heads, N, d) tensors and the (batch*heads, Nq) log-sum-exp
+    stride_q_batch,
+    stride_q_row,
+    stride_k_batch,
+    stride_k_row,
+    stride_v_batch,
+    stride_v_row,
+    stride_o_batch,
+    stride_o_row,
+    n_q,
+    n_k,
+    scale,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_Q: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    CAUSAL: tl.constexpr,
 ):
     tile = tl.program_id(0)  # which query tile
     head = tl.program_id(1)  # which (batch, head) slice
@@ -56,10 +71,16 @@ def _attention_forward_kernel(
         key_end = tl.minimum(n_k, (tile + 1) * BLOCK_Q + n_k - n_q)
     for start in range(0, key_end, BLOCK_K):
         keys = start + tl.arange(0, BLOCK_K)
-        k = tl.load(K + head * stride_k_batch + keys[:, None] * stride_k_row + dims[None, :],
-                    mask=keys[:, None] < n_k, other=0.0)
-        v = tl.load(V + head * stride_v_batch + keys[:, None] * stride_v_row + dims[None, :],
-                    mask=keys[:, None] < n_k, other=0.0)
+        k = tl.load(
+            K + head * stride_k_batch + keys[:, None] * stride_k_row + dims[None, :],
+            mask=keys[:, None] < n_k,
+            other=0.0,
+        )
+        v = tl.load(
+            V + head * stride_v_batch + keys[:, None] * stride_v_row + dims[None, :],
+            mask=keys[:, None] < n_k,
+            other=0.0,
+        )
         scores = tl.dot(q, tl.trans(k)) * qk_scale
         visible = keys[None, :] < n_k
         if CAUSAL:
@@ -81,6 +102,8 @@ def _attention_forward_kernel(
     tl.store(o_ptrs, out.to(Out.dtype.element_ty), mask=rows[:, None] < n_q)
     lse = (row_max + tl.math.log2(row_sum)) * 0.6931471805599453  # back to natural log
     tl.store(Lse + head * n_q + rows, lse, mask=rows < n_q)
+
+
 # --8<-- [end:kernel]
 
 
@@ -134,13 +157,30 @@ def attention_forward(q, k, v, causal: bool = False, block_q: int | None = None,
     lse = torch.empty(q3.shape[:2], dtype=torch.float32, device=q.device)
     grid = (triton.cdiv(n_q, block_q), q3.shape[0])  # one program per (query tile, head)
     _attention_forward_kernel[grid](
-        q3, k3, v3, out, lse,
-        q3.stride(0), q3.stride(1), k3.stride(0), k3.stride(1),
-        v3.stride(0), v3.stride(1), out.stride(0), out.stride(1),
-        n_q, n_k, d ** -0.5,
-        HEAD_DIM=d, BLOCK_Q=block_q, BLOCK_K=block_k, CAUSAL=bool(causal),
+        q3,
+        k3,
+        v3,
+        out,
+        lse,
+        q3.stride(0),
+        q3.stride(1),
+        k3.stride(0),
+        k3.stride(1),
+        v3.stride(0),
+        v3.stride(1),
+        out.stride(0),
+        out.stride(1),
+        n_q,
+        n_k,
+        d**-0.5,
+        HEAD_DIM=d,
+        BLOCK_Q=block_q,
+        BLOCK_K=block_k,
+        CAUSAL=bool(causal),
     )
     return out.reshape(q.shape), lse.reshape(q.shape[:-1])
+
+
 # --8<-- [end:launch]
 
 
@@ -181,8 +221,10 @@ def compare_with_sdpa(n: int = 48, d: int = 64, heads: int = 8) -> None:
         print(f"N={n} causal={causal}: max |ours - SDPA| = {(ours.float() - theirs.float()).abs().max().item():.2e}")
     if on_gpu:
         flops = 4 * n * n * d * heads  # two matmuls of 2 N^2 d FLOPs per head
-        for name, fn in (("ours", lambda: attention_forward(q, k, v)),
-                         ("SDPA", lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v))):
+        for name, fn in (
+            ("ours", lambda: attention_forward(q, k, v)),
+            ("SDPA", lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v)),
+        ):
             ms = triton.testing.do_bench(fn)
             print(f"{name}: {ms:.3f} ms, {flops / ms / 1e9:.1f} TFLOP/s")
 

@@ -16,7 +16,6 @@ target by default).
 from __future__ import annotations
 
 import argparse
-import shutil
 import statistics
 import sys
 import time
@@ -77,10 +76,17 @@ def bench_naive_vs_cached(decoder, T: int, ks: list[int], repeat: int) -> dict:
         naive_s = statistics.median(run[k - 1][0] for run in runs["naive"])
         cached_s = statistics.median(run[k - 1][0] for run in runs["cached"])
         naive_keys, cached_keys = runs["naive"][0][k - 1][1], runs["cached"][0][k - 1][1]
-        rows.append({
-            "k": k, "naive_s": naive_s, "cached_s": cached_s, "time_ratio": naive_s / cached_s,
-            "naive_keys": naive_keys, "cached_keys": cached_keys, "key_ratio": naive_keys / cached_keys,
-        })
+        rows.append(
+            {
+                "k": k,
+                "naive_s": naive_s,
+                "cached_s": cached_s,
+                "time_ratio": naive_s / cached_s,
+                "naive_keys": naive_keys,
+                "cached_keys": cached_keys,
+                "key_ratio": naive_keys / cached_keys,
+            }
+        )
     return {"T": T, "repeat": repeat, "rows": rows, "largest": rows[-1]}
 
 
@@ -93,13 +99,24 @@ def causality(decoder, T: int = 32) -> dict:
     with torch.inference_mode():
         changes = {}
         for causal in (True, False):
-            pairs = zip(decoder.layer_keys(first, causal=causal), decoder.layer_keys(second, causal=causal), strict=True)
+            pairs = zip(
+                decoder.layer_keys(first, causal=causal), decoder.layer_keys(second, causal=causal), strict=True
+            )
             changes[causal] = [(a[:, :, :T] - b[:, :, :T]).abs().max().item() for a, b in pairs]
     for layer in range(decoder.num_layers):
-        rows.append({"layer": layer, "causal_max_change": changes[True][layer],
-                     "bidirectional_max_change": changes[False][layer]})
-    return {"T": T, "rows": rows, "causal_all_identical": all(c == 0.0 for c in changes[True]),
-            "bidirectional_layers_changed": sum(c > 0.0 for c in changes[False])}
+        rows.append(
+            {
+                "layer": layer,
+                "causal_max_change": changes[True][layer],
+                "bidirectional_max_change": changes[False][layer],
+            }
+        )
+    return {
+        "T": T,
+        "rows": rows,
+        "causal_all_identical": all(c == 0.0 for c in changes[True]),
+        "bidirectional_layers_changed": sum(c > 0.0 for c in changes[False]),
+    }
 
 
 def bench_prefill_decode(decoder, lengths: list[int], decode_steps: int, repeat: int) -> dict:
@@ -120,11 +137,16 @@ def bench_prefill_decode(decoder, lengths: list[int], decode_steps: int, repeat:
                     token = forward_with_cache(decoder, cache, token).argmax(-1, keepdim=True)
                 per_token.append((time.perf_counter() - start) / decode_steps)
         prefill_s, decode_s = statistics.median(prefill), statistics.median(per_token)
-        rows.append({
-            "T": T, "prefill_ms": 1e3 * prefill_s, "decode_ms_per_token": 1e3 * decode_s,
-            "prefill_tokens_per_s": T / prefill_s, "decode_tokens_per_s": 1 / decode_s,
-            "prefill_vs_one_decode": prefill_s / decode_s,
-        })
+        rows.append(
+            {
+                "T": T,
+                "prefill_ms": 1e3 * prefill_s,
+                "decode_ms_per_token": 1e3 * decode_s,
+                "prefill_tokens_per_s": T / prefill_s,
+                "decode_tokens_per_s": 1 / decode_s,
+                "prefill_vs_one_decode": prefill_s / decode_s,
+            }
+        )
     return {"decode_steps": decode_steps, "repeat": repeat, "rows": rows, "largest": rows[-1]}
 
 
@@ -143,8 +165,14 @@ def bench_train_vs_generate(decoder, lengths: list[int], repeat: int) -> dict:
 
         times = time_interleaved({"parallel": teacher_forced, "sequential": sequential}, repeat=repeat)
         parallel_s, sequential_s = times["parallel"]["median_s"], times["sequential"]["median_s"]
-        rows.append({"L": L, "parallel_ms": 1e3 * parallel_s, "sequential_ms": 1e3 * sequential_s,
-                     "ratio": sequential_s / parallel_s})
+        rows.append(
+            {
+                "L": L,
+                "parallel_ms": 1e3 * parallel_s,
+                "sequential_ms": 1e3 * sequential_s,
+                "ratio": sequential_s / parallel_s,
+            }
+        )
     return {"repeat": repeat, "rows": rows, "largest": rows[-1]}
 
 
@@ -156,20 +184,28 @@ def bench_vs_transformers(hf_model, decoder, T: int, k: int, repeat: int) -> dic
     def hf(cache_implementation=None):
         extra = {"cache_implementation": cache_implementation} if cache_implementation else {}
         with torch.inference_mode():
-            return hf_model.generate(ids, attention_mask=mask, max_new_tokens=k, do_sample=False,
-                                     use_cache=True, pad_token_id=0, **extra)
+            return hf_model.generate(
+                ids, attention_mask=mask, max_new_tokens=k, do_sample=False, use_cache=True, pad_token_id=0, **extra
+            )
 
     ours_tokens = generate_cached(decoder, ids, k).tokens
     same_tokens = bool(torch.equal(ours_tokens, hf()) and torch.equal(ours_tokens, hf("static")))
-    times = time_interleaved({
-        "ours": lambda: generate_cached(decoder, ids, k),
-        "dynamic": lambda: hf(),
-        "static": lambda: hf("static"),
-    }, repeat=repeat)
+    times = time_interleaved(
+        {
+            "ours": lambda: generate_cached(decoder, ids, k),
+            "dynamic": lambda: hf(),
+            "static": lambda: hf("static"),
+        },
+        repeat=repeat,
+    )
     rate = {name: k / t["median_s"] for name, t in times.items()}
     return {
-        "T": T, "k": k, "repeat": repeat, "same_tokens": same_tokens,
-        "ours_tokens_per_s": rate["ours"], "dynamic_tokens_per_s": rate["dynamic"],
+        "T": T,
+        "k": k,
+        "repeat": repeat,
+        "same_tokens": same_tokens,
+        "ours_tokens_per_s": rate["ours"],
+        "dynamic_tokens_per_s": rate["dynamic"],
         "static_tokens_per_s": rate["static"],
         "ours_vs_dynamic": rate["ours"] / rate["dynamic"],
         "static_vs_dynamic": rate["static"] / rate["dynamic"],
@@ -187,20 +223,41 @@ def cache_sizes(decoder, tokens: int = 8192, free_gib: int = 16) -> dict:
     rows, variants = [], []
     for name, config in models.items():
         per_token = kv_cache_bytes(config, 1, dtype="bf16")
-        rows.append({
-            "model": name, "layers": config["num_hidden_layers"], "kv_heads": config["num_key_value_heads"],
-            "head_dim": config["head_dim"], "KiB_per_token": per_token / 1024,
-            f"GiB_at_{tokens}_tokens": kv_cache_bytes(config, tokens, dtype="bf16") / GIB,
-            f"max_batch_in_{free_gib}_GiB": max_batch_size(config, tokens, free_gib * GIB, dtype="bf16"),
-        })
+        rows.append(
+            {
+                "model": name,
+                "layers": config["num_hidden_layers"],
+                "kv_heads": config["num_key_value_heads"],
+                "head_dim": config["head_dim"],
+                "KiB_per_token": per_token / 1024,
+                f"GiB_at_{tokens}_tokens": kv_cache_bytes(config, tokens, dtype="bf16") / GIB,
+                f"max_batch_in_{free_gib}_GiB": max_batch_size(config, tokens, free_gib * GIB, dtype="bf16"),
+            }
+        )
         for kind, kv_heads in attention_variants(config).items():
             variant = dict(config, num_key_value_heads=kv_heads)
-            variants.append({"model": name, "attention": kind, "kv_heads": kv_heads,
-                             "KiB_per_token": kv_cache_bytes(variant, 1, dtype="bf16") / 1024})
-    target = {"layers": decoder.num_layers, "kv_heads": decoder.num_kv_heads, "head_dim": decoder.head_dim,
-              "KiB_per_token_fp32": kv_cache_bytes(decoder, 1, dtype=torch.float32) / 1024}
-    return {"tokens": tokens, "free_gib": free_gib, "rows": rows, "variants": variants,
-            "bundled_target": target, "sources": {name: c["source"] for name, c in models.items()}}
+            variants.append(
+                {
+                    "model": name,
+                    "attention": kind,
+                    "kv_heads": kv_heads,
+                    "KiB_per_token": kv_cache_bytes(variant, 1, dtype="bf16") / 1024,
+                }
+            )
+    target = {
+        "layers": decoder.num_layers,
+        "kv_heads": decoder.num_kv_heads,
+        "head_dim": decoder.head_dim,
+        "KiB_per_token_fp32": kv_cache_bytes(decoder, 1, dtype=torch.float32) / 1024,
+    }
+    return {
+        "tokens": tokens,
+        "free_gib": free_gib,
+        "rows": rows,
+        "variants": variants,
+        "bundled_target": target,
+        "sources": {name: c["source"] for name, c in models.items()},
+    }
 
 
 def draw_figures(figures: Path) -> list[Path]:
@@ -245,8 +302,10 @@ def draw_figures(figures: Path) -> list[Path]:
     names = list(values["sources"])
     width = 0.25
     for offset, kind in enumerate(("MHA", "GQA", "MQA")):
-        heights = [next(v["KiB_per_token"] for v in values["variants"] if v["model"] == n and v["attention"] == kind)
-                   for n in names]
+        heights = [
+            next(v["KiB_per_token"] for v in values["variants"] if v["model"] == n and v["attention"] == kind)
+            for n in names
+        ]
         ax.bar([i + (offset - 1) * width for i in range(len(names))], heights, width, label=kind)
     ax.set_xticks(range(len(names)), names)
     ax.set(ylabel="KiB per token (bf16)", title="KV cache per token: MHA vs GQA vs MQA")
@@ -255,24 +314,25 @@ def draw_figures(figures: Path) -> list[Path]:
     written.append(figures / "cache_per_token.png")
     fig.savefig(written[-1], dpi=120)
     plt.close(fig)
-    # The zh-TW build looks for localized assets (name.zh-TW.png); the plots carry no text to translate.
-    for path in list(written):
-        localized = path.with_name(path.stem + ".zh-TW" + path.suffix)
-        shutil.copyfile(path, localized)
-        written.append(localized)
     return written
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="KV-cache benchmarks: naive vs cached, prefill vs decode, "
-                                                 "ours vs transformers, cache sizes.")
+    parser = argparse.ArgumentParser(
+        description="KV-cache benchmarks: naive vs cached, prefill vs decode, ours vs transformers, cache sizes."
+    )
     parser.add_argument("--quick", action="store_true", help="a small run (seconds, not minutes)")
     parser.add_argument("--model", default=None, help="Llama checkpoint (path or hub id); default: bundled target")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     parser.add_argument("--figures-only", action="store_true", help="redraw the figures from existing results")
-    parser.add_argument("--only", nargs="+", default=None, metavar="PART",
-                        choices=["sizes", "causality", "naive_vs_cached", "prefill_decode", "train_vs_generate",
-                                 "vs_transformers"], help="run only these parts (the others keep their files)")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        default=None,
+        metavar="PART",
+        choices=["sizes", "causality", "naive_vs_cached", "prefill_decode", "train_vs_generate", "vs_transformers"],
+        help="run only these parts (the others keep their files)",
+    )
     parser.add_argument("--repeat", type=int, default=None, help="timed repeats per measurement (default 3, quick 1)")
     args = parser.parse_args(argv)
     if args.repeat is not None and args.repeat < 1:
@@ -292,7 +352,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         ks, lengths, repeat, train_lengths, hf_k = [1, 2, 4, 8, 16, 32], [16, 64, 256], 1, [32, 64], 32
     else:
-        ks, lengths, repeat, train_lengths = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512], [16, 32, 64, 128, 256, 512, 1024], 3, [64, 128, 256]
+        ks, lengths, repeat, train_lengths = (
+            [1, 2, 4, 8, 16, 32, 64, 128, 256, 512],
+            [16, 32, 64, 128, 256, 512, 1024],
+            3,
+            [64, 128, 256],
+        )
         hf_k = 128
     repeat = args.repeat or repeat
     steps = [
@@ -311,8 +376,10 @@ def main(argv: list[str] | None = None) -> int:
     for path in draw_figures(figures):
         print(f"drew {path}")
     summary = read_result("kvcache_vs_transformers")["values"]
-    print(f"ours vs generate(DynamicCache): {summary['ours_vs_dynamic']:.2f}x tokens/s "
-          f"(StaticCache vs DynamicCache: {summary['static_vs_dynamic']:.2f}x)")
+    print(
+        f"ours vs generate(DynamicCache): {summary['ours_vs_dynamic']:.2f}x tokens/s "
+        f"(StaticCache vs DynamicCache: {summary['static_vs_dynamic']:.2f}x)"
+    )
     return 0
 
 

@@ -53,8 +53,16 @@ class DecoderConfig:
     # --8<-- [end:config]
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "hidden_size", "intermediate_size", "num_layers", "num_heads",
-                     "num_kv_heads", "head_dim", "max_positions"):
+        for name in (
+            "vocab_size",
+            "hidden_size",
+            "intermediate_size",
+            "num_layers",
+            "num_heads",
+            "num_kv_heads",
+            "head_dim",
+            "max_positions",
+        ):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
@@ -114,6 +122,8 @@ class RMSNorm(nn.Module):
         x32 = x.float()
         x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
         return self.weight * x32.to(x.dtype)
+
+
 # --8<-- [end:rmsnorm]
 
 
@@ -148,12 +158,15 @@ class Rotary(nn.Module):
         first, second = x.chunk(2, dim=-1)
         rotated_half = torch.cat([-second, first], dim=-1)
         return x * cos + rotated_half * sin
+
+
 # --8<-- [end:rotary]
 
 
 # --8<-- [start:attention]
-def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_start: int = 0,
-                     causal: bool = True) -> torch.Tensor:
+def causal_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_start: int = 0, causal: bool = True
+) -> torch.Tensor:
     """Return softmax(q k^T / sqrt(d)) v, where query i (at position q_start + i) sees keys 0..q_start + i.
 
     q is (batch, heads, Tq, head_dim); k and v are (batch, kv_heads, Tk, head_dim) and hold the keys
@@ -175,6 +188,8 @@ def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_start:
         scores = scores.masked_fill(key_pos > query_pos, float("-inf"))  # the future gets weight 0
     weights = torch.softmax(scores.float(), dim=-1).to(v.dtype)  # softmax in fp32, as Llama does
     return (weights @ v).reshape(batch, heads, q_len, head_dim)
+
+
 # --8<-- [end:attention]
 
 
@@ -222,6 +237,8 @@ class DecoderLayer(nn.Module):
     def forward(self, h: torch.Tensor, positions: torch.Tensor, causal: bool = True) -> torch.Tensor:
         q, k, v = self.qkv(h, positions)
         return self.finish(h, causal_attention(q, k, v, causal=causal))
+
+
 # --8<-- [end:layer]
 
 
@@ -285,8 +302,10 @@ class LlamaDecoder(nn.Module):
     def check_ids(self, ids: torch.Tensor, first_position: int = 0) -> None:
         """Raise a ValueError/TypeError unless ids is a (batch, T >= 1) integer tensor that fits the positions."""
         if not isinstance(ids, torch.Tensor) or ids.dtype not in (torch.int64, torch.int32):
-            raise TypeError(f"ids must be an integer torch.Tensor of shape (batch, T), got {type(ids).__name__}"
-                            + (f" of {ids.dtype}" if isinstance(ids, torch.Tensor) else ""))
+            raise TypeError(
+                f"ids must be an integer torch.Tensor of shape (batch, T), got {type(ids).__name__}"
+                + (f" of {ids.dtype}" if isinstance(ids, torch.Tensor) else "")
+            )
         if ids.dim() != 2 or ids.shape[0] < 1 or ids.shape[1] < 1:
             raise ValueError(f"ids must have shape (batch >= 1, T >= 1), got {tuple(ids.shape)}")
         if first_position + ids.shape[1] > self.max_positions:
@@ -312,6 +331,7 @@ class LlamaDecoder(nn.Module):
         for layer in self.layers:
             h = layer(h, positions, causal=causal)
         return self.final_logits(h)
+
     # --8<-- [end:forward]
 
     embed_tokens = embed_ids  # alias: the name Hugging Face uses
@@ -327,13 +347,17 @@ class LlamaDecoder(nn.Module):
             keys.append(k)
             h = layer.finish(h, causal_attention(q, k, v, causal=causal))
         return keys
+
     # --8<-- [end:layer_keys]
 
     @classmethod
-    def from_pretrained(cls, path_or_model: Any, dtype: torch.dtype | None = None,
-                        device: str | torch.device | None = None) -> LlamaDecoder:
+    def from_pretrained(
+        cls, path_or_model: Any, dtype: torch.dtype | None = None, device: str | torch.device | None = None
+    ) -> LlamaDecoder:
         """Return a LlamaDecoder holding the weights of a local path, hub id or loaded LlamaForCausalLM."""
         hf_model = path_or_model
+        if isinstance(path_or_model, (str, Path)) and _is_safetensors_folder(Path(path_or_model)):
+            return cls.from_safetensors_folder(Path(path_or_model), dtype, device)
         if isinstance(path_or_model, (str, Path)):
             from transformers import AutoModelForCausalLM
 
@@ -350,17 +374,45 @@ class LlamaDecoder(nn.Module):
         decoder = decoder.to(device=device or source.device, dtype=dtype or source.dtype)
         return decoder.eval()
 
+    @classmethod
+    def from_safetensors_folder(
+        cls, folder: Path, dtype: torch.dtype | None = None, device: str | torch.device | None = None
+    ) -> LlamaDecoder:
+        """Return a LlamaDecoder read straight from a checkpoint folder (config.json + model.safetensors).
+
+        No transformers import: reading two files is all a local checkpoint needs, and importing
+        transformers takes longer than loading and running the whole bundled model.
+        """
+        import json
+        from types import SimpleNamespace
+
+        from safetensors.torch import load_file
+
+        config = DecoderConfig.from_hf(SimpleNamespace(**json.loads((folder / "config.json").read_text())))
+        decoder = cls(config)
+        decoder.load_state_dict(hf_to_decoder_state(load_file(folder / "model.safetensors"), config), strict=True)
+        return decoder.to(device=device or "cpu", dtype=dtype or torch.float32).eval()
+
+
+def _is_safetensors_folder(path: Path) -> bool:
+    """Return True for a local folder holding a single-file checkpoint we can read without transformers."""
+    return (path / "config.json").is_file() and (path / "model.safetensors").is_file()
+
 
 def hf_to_decoder_state(hf_state: dict[str, torch.Tensor], config: DecoderConfig) -> dict[str, torch.Tensor]:
     """Return the Hugging Face Llama state dict renamed to this decoder's parameter names."""
     renames = {
-        "input_layernorm": "attn_norm", "post_attention_layernorm": "mlp_norm",
-        "self_attn.q_proj": "q_proj", "self_attn.k_proj": "k_proj", "self_attn.v_proj": "v_proj",
-        "self_attn.o_proj": "o_proj", "mlp.gate_proj": "gate_proj", "mlp.up_proj": "up_proj",
+        "input_layernorm": "attn_norm",
+        "post_attention_layernorm": "mlp_norm",
+        "self_attn.q_proj": "q_proj",
+        "self_attn.k_proj": "k_proj",
+        "self_attn.v_proj": "v_proj",
+        "self_attn.o_proj": "o_proj",
+        "mlp.gate_proj": "gate_proj",
+        "mlp.up_proj": "up_proj",
         "mlp.down_proj": "down_proj",
     }
-    state = {"embed.weight": hf_state["model.embed_tokens.weight"],
-             "final_norm.weight": hf_state["model.norm.weight"]}
+    state = {"embed.weight": hf_state["model.embed_tokens.weight"], "final_norm.weight": hf_state["model.norm.weight"]}
     state["lm_head.weight"] = hf_state.get("lm_head.weight", state["embed.weight"])
     for i in range(config.num_layers):
         for hf_name, our_name in renames.items():

@@ -32,7 +32,9 @@ class GenerationResult:
 def check_generation_args(decoder: LlamaDecoder, input_ids: torch.Tensor, max_new_tokens: int) -> None:
     """Raise a clear error for a prompt with T < 1, k < 0, or T + k past the model's positions."""
     if not isinstance(decoder, LlamaDecoder):
-        raise TypeError(f"decoder must be a LlamaDecoder (see LlamaDecoder.from_pretrained), got {type(decoder).__name__}")
+        raise TypeError(
+            f"decoder must be a LlamaDecoder (see LlamaDecoder.from_pretrained), got {type(decoder).__name__}"
+        )
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
         raise ValueError(f"max_new_tokens (k) must be an integer >= 0, got {max_new_tokens!r}")
     if isinstance(input_ids, torch.Tensor) and input_ids.dim() == 2 and input_ids.shape[1] < 1:
@@ -53,8 +55,9 @@ def _result(decoder: LlamaDecoder, tokens: torch.Tensor) -> GenerationResult:
 
 # --8<-- [start:naive]
 @torch.inference_mode()
-def generate_naive(decoder: LlamaDecoder, input_ids: torch.Tensor, max_new_tokens: int,
-                   on_token: Callable[[int], None] | None = None) -> GenerationResult:
+def generate_naive(
+    decoder: LlamaDecoder, input_ids: torch.Tensor, max_new_tokens: int, on_token: Callable[[int], None] | None = None
+) -> GenerationResult:
     """Return greedy tokens made by re-running the whole sequence at every step (no cache)."""
     check_generation_args(decoder, input_ids, max_new_tokens)
     decoder.reset_counts()
@@ -66,6 +69,8 @@ def generate_naive(decoder: LlamaDecoder, input_ids: torch.Tensor, max_new_token
         if on_token:  # lets a benchmark time every step
             on_token(ids.shape[1] - input_ids.shape[1])
     return _result(decoder, ids)
+
+
 # --8<-- [end:naive]
 
 
@@ -88,6 +93,8 @@ class KVCache:
         self.keys[layer, :, :, start:end] = k
         self.values[layer, :, :, start:end] = v
         return self.keys[layer, :, :, :end], self.values[layer, :, :, :end]
+
+
 # --8<-- [end:cache]
 
 
@@ -103,13 +110,16 @@ def forward_with_cache(decoder: LlamaDecoder, cache: KVCache, ids: torch.Tensor)
         h = layer.finish(h, causal_attention(q, keys, values, q_start=start))
     cache.length = start + ids.shape[1]
     return decoder.final_logits(h[:, -1])  # only the last position predicts the next token
+
+
 # --8<-- [end:step]
 
 
 # --8<-- [start:cached]
 @torch.inference_mode()
-def generate_cached(decoder: LlamaDecoder, input_ids: torch.Tensor, max_new_tokens: int,
-                    on_token: Callable[[int], None] | None = None) -> GenerationResult:
+def generate_cached(
+    decoder: LlamaDecoder, input_ids: torch.Tensor, max_new_tokens: int, on_token: Callable[[int], None] | None = None
+) -> GenerationResult:
     """Return greedy tokens made with a KV cache: one prefill over the prompt, then one token per step."""
     check_generation_args(decoder, input_ids, max_new_tokens)
     decoder.reset_counts()
@@ -127,4 +137,6 @@ def generate_cached(decoder: LlamaDecoder, input_ids: torch.Tensor, max_new_toke
         if on_token:
             on_token(len(new_tokens))
     return _result(decoder, torch.cat([input_ids, *new_tokens], dim=1))
+
+
 # --8<-- [end:cached]

@@ -21,27 +21,47 @@ import torch
 PRESETS: dict[str, dict[str, Any]] = {
     "Llama-3.2-3B": {
         "source": "https://huggingface.co/meta-llama/Llama-3.2-3B/blob/main/config.json",
-        "num_hidden_layers": 28, "num_attention_heads": 24, "num_key_value_heads": 8,
-        "head_dim": 128, "hidden_size": 3072, "max_position_embeddings": 131072,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 24,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "hidden_size": 3072,
+        "max_position_embeddings": 131072,
     },
     "Gemma-3-1B": {
         # Gemma 3 also gives 5 of every 6 layers a sliding window (Gemma Team, 2025, Gemma 3 Technical Report, Sec. 2),
         # which caps their cache; the formula below is the full-attention upper bound.
         "source": "https://huggingface.co/google/gemma-3-1b-it/blob/main/config.json",
-        "num_hidden_layers": 26, "num_attention_heads": 4, "num_key_value_heads": 1,
-        "head_dim": 256, "hidden_size": 1152, "max_position_embeddings": 32768,
+        "num_hidden_layers": 26,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 1,
+        "head_dim": 256,
+        "hidden_size": 1152,
+        "max_position_embeddings": 32768,
     },
     "Qwen2.5-1.5B": {
         "source": "https://huggingface.co/Qwen/Qwen2.5-1.5B/blob/main/config.json",
-        "num_hidden_layers": 28, "num_attention_heads": 12, "num_key_value_heads": 2,
-        "head_dim": 128, "hidden_size": 1536, "max_position_embeddings": 131072,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 12,
+        "num_key_value_heads": 2,
+        "head_dim": 128,
+        "hidden_size": 1536,
+        "max_position_embeddings": 131072,
     },
 }
 # --8<-- [end:presets]
 
 BYTES_PER_ELEMENT = {
-    "float32": 4, "fp32": 4, "float16": 2, "fp16": 2, "half": 2, "bfloat16": 2, "bf16": 2,
-    "float8": 1, "fp8": 1, "int8": 1,
+    "float32": 4,
+    "fp32": 4,
+    "float16": 2,
+    "fp16": 2,
+    "half": 2,
+    "bfloat16": 2,
+    "bf16": 2,
+    "float8": 1,
+    "fp8": 1,
+    "int8": 1,
 }
 
 
@@ -66,7 +86,9 @@ def cache_shape(config: Any) -> dict[str, int]:
     """Return layers, kv_heads and head_dim of a Hugging Face config, a dict, a preset name or a decoder."""
     if isinstance(config, str):
         if config not in PRESETS:
-            raise ValueError(f"config must be a config object, a dict or a preset name in {sorted(PRESETS)}, got {config!r}")
+            raise ValueError(
+                f"config must be a config object, a dict or a preset name in {sorted(PRESETS)}, got {config!r}"
+            )
         config = PRESETS[config]
     config = getattr(config, "config", config)  # a LlamaDecoder or a Hugging Face model
     config = getattr(config, "text_config", None) or config  # multimodal configs nest the language model
@@ -96,6 +118,8 @@ def kv_cache_bytes(config: Any, tokens: int, batch: int = 1, dtype: torch.dtype 
     shape = cache_shape(config)
     # 2: one key and one value vector, per layer, per key/value head, per token, per sequence.
     return 2 * shape["layers"] * shape["kv_heads"] * shape["head_dim"] * tokens * batch * size
+
+
 # --8<-- [end:kv_cache_bytes]
 
 
@@ -110,6 +134,8 @@ def max_batch_size(config: Any, tokens: int, free_bytes: int, dtype: torch.dtype
     _check_count("tokens", tokens, 1)
     _check_count("free_bytes", free_bytes, 0)
     return free_bytes // kv_cache_bytes(config, tokens, batch=1, dtype=dtype)
+
+
 # --8<-- [end:max_batch]
 
 
@@ -119,4 +145,6 @@ def attention_variants(config: Any) -> dict[str, int]:
     source = PRESETS.get(config, config) if isinstance(config, str) else getattr(config, "config", config)
     heads = _get(getattr(source, "text_config", None) or source, "num_attention_heads", "num_heads")
     return {"MHA": int(heads), "GQA": shape["kv_heads"], "MQA": 1}
+
+
 # --8<-- [end:calculator]

@@ -113,7 +113,9 @@ def load_pair(
 ):
     """Return (target, draft, tokenizer): the bundled pair by default, else Hugging Face ids or local paths."""
     if (target is None) != (draft is None):
-        raise ValueError("give both target and draft (Hugging Face ids or local paths), or neither for the bundled pair")
+        raise ValueError(
+            "give both target and draft (Hugging Face ids or local paths), or neither for the bundled pair"
+        )
     if target is None:
         if not bundled_available():
             raise FileNotFoundError(
@@ -133,6 +135,8 @@ def load_pair(
     draft_model = _load_model(draft, device, dtype)
     check_same_vocab(target_model, draft_model)
     return target_model, draft_model, tokenizer
+
+
 # --8<-- [end:load_pair]
 
 

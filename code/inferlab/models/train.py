@@ -66,8 +66,7 @@ def stdlib_files() -> list[Path]:
     files = [
         path
         for path in root.rglob("*.py")
-        if not SKIPPED_PARTS.intersection(path.relative_to(root).parts)
-        and 1_000 <= path.stat().st_size <= 400_000
+        if not SKIPPED_PARTS.intersection(path.relative_to(root).parts) and 1_000 <= path.stat().st_size <= 400_000
     ]
     return sorted(files, key=lambda p: str(p.relative_to(root)))
 
@@ -165,6 +164,8 @@ def distillation_loss(draft_logits: torch.Tensor, target_logits: torch.Tensor) -
     target_logp = F.log_softmax(target_logits.detach().float(), dim=-1)
     draft_logp = F.log_softmax(draft_logits.float(), dim=-1)
     return F.kl_div(draft_logp.flatten(0, 1), target_logp.flatten(0, 1), log_target=True, reduction="batchmean")
+
+
 # --8<-- [end:distill]
 
 

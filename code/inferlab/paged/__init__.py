@@ -7,10 +7,25 @@ same experiments with the real vLLM, for Colab).
 """
 
 from inferlab.paged.attention import paged_attention, write_kv
-from inferlab.paged.blocks import ROOT_HASH, Block, BlockManager, OutOfBlocksError, hash_block, hash_chain
+from inferlab.paged.blocks import (
+    ROOT_HASH,
+    Block,
+    BlockManager,
+    OutOfBlocksError,
+    hash_block,
+    hash_chain,
+)
 from inferlab.paged.engine import MiniEngine, Request
 
 __all__ = [
-    "ROOT_HASH", "Block", "BlockManager", "OutOfBlocksError", "hash_block", "hash_chain",
-    "paged_attention", "write_kv", "MiniEngine", "Request",
+    "ROOT_HASH",
+    "Block",
+    "BlockManager",
+    "OutOfBlocksError",
+    "hash_block",
+    "hash_chain",
+    "paged_attention",
+    "write_kv",
+    "MiniEngine",
+    "Request",
 ]

@@ -40,16 +40,8 @@ def figures_dir() -> Path:
 
 
 def save_figure(fig, name: str, **kwargs) -> None:
-    """Save docs/figures/paged/<name>.png and the <name>.zh-TW.png copy the zh-TW build reads.
-
-    With ``fallback_to_default: false`` the i18n plugin gives the zh-TW build only files suffixed
-    ``.zh-TW``, so each figure is written twice (same image, same link on both pages).
-    """
-    import shutil
-
-    path = figures_dir() / f"{name}.png"
-    fig.savefig(path, dpi=120, **kwargs)
-    shutil.copyfile(path, figures_dir() / f"{name}.zh-TW.png")
+    """Save docs/figures/paged/<name>.png (both languages show it: the plots carry no text to translate)."""
+    fig.savefig(figures_dir() / f"{name}.png", dpi=120, **kwargs)
 
 
 def run_fragmentation() -> None:
@@ -107,7 +99,12 @@ def run_offload_gpu(random_weights: bool) -> None:
     import torch
 
     from inferlab.kvcache.decoder import LlamaDecoder
-    from inferlab.paged.offload import OFFLOAD_PRESETS, StreamLayersFromHost, step_seconds, time_decode_step
+    from inferlab.paged.offload import (
+        OFFLOAD_PRESETS,
+        StreamLayersFromHost,
+        step_seconds,
+        time_decode_step,
+    )
 
     if not torch.cuda.is_available():
         raise SystemExit("--only offload-gpu needs a CUDA GPU")
@@ -121,12 +118,14 @@ def run_offload_gpu(random_weights: bool) -> None:
         streamer = StreamLayersFromHost(decoder, offloaded_layers)
         measured, offloaded = time_decode_step(decoder, batch=1), streamer.offloaded_bytes
         streamer.restore()
-        rows.append({
-            "offloaded_layers": offloaded_layers,
-            "offloaded_mb": round(offloaded / 1e6, 2),
-            "measured_ms": round(1000 * measured, 3),
-            "model_ms": round(1000 * step_seconds(weight_bytes, offloaded, preset), 3) if preset else None,
-        })
+        rows.append(
+            {
+                "offloaded_layers": offloaded_layers,
+                "offloaded_mb": round(offloaded / 1e6, 2),
+                "measured_ms": round(1000 * measured, 3),
+                "model_ms": round(1000 * step_seconds(weight_bytes, offloaded, preset), 3) if preset else None,
+            }
+        )
     write_result("paged_offload_gpu", {"device": name, "preset": preset, "weight_mb": weight_bytes / 1e6, "rows": rows})
 
 
@@ -155,15 +154,19 @@ def run_labs(names: list[str], quick: bool, random_weights: bool = False) -> Non
             runs = labs.invalidation_lab(target, tokenizer)
             keep = ("run", "prompt_tokens", "first_changed_token", "cached_tokens", "computed_tokens", "ttft_ms")
             summary = [{k: r[k] for k in keep} for r in runs]
-            write_result("paged_invalidation", {"summary": summary, "runs": runs,
-                                                "miss_over_hit_ttft": runs[2]["ttft_ms"] / runs[1]["ttft_ms"]})
+            write_result(
+                "paged_invalidation",
+                {"summary": summary, "runs": runs, "miss_over_hit_ttft": runs[2]["ttft_ms"] / runs[1]["ttft_ms"]},
+            )
             plot_invalidation()
         elif name == "multiturn":
             write_result("paged_multiturn", labs.multiturn_lab(target, tokenizer, repeats=repeats))
             plot_multiturn()
         elif name == "throughput":
-            write_result("paged_throughput", labs.throughput_lab(target, tokenizer, repeats=repeats,
-                                                                 max_new_tokens=16 if quick else 48))
+            write_result(
+                "paged_throughput",
+                labs.throughput_lab(target, tokenizer, repeats=repeats, max_new_tokens=16 if quick else 48),
+            )
             plot_throughput()
 
 
@@ -211,9 +214,17 @@ def plot_block_tables() -> None:
             shared = sum(r["block_table"].count(physical) for r in rows) > 1
             ax.add_patch(plt.Rectangle((logical, y), 0.9, 0.9, color=colors[rec["sequence"]], alpha=0.8))
             ax.text(logical + 0.45, y + 0.45, str(physical), ha="center", va="center", color="white", fontsize=9)
-            ax.annotate("", xy=(physical + 0.45, 0.9), xytext=(logical + 0.45, y),
-                        arrowprops={"arrowstyle": "->", "color": colors[rec["sequence"]],
-                                    "ls": "--" if shared else "-", "alpha": 0.6})
+            ax.annotate(
+                "",
+                xy=(physical + 0.45, 0.9),
+                xytext=(logical + 0.45, y),
+                arrowprops={
+                    "arrowstyle": "->",
+                    "color": colors[rec["sequence"]],
+                    "ls": "--" if shared else "-",
+                    "alpha": 0.6,
+                },
+            )
     ax.text(num_physical / 2, -0.8, "physical blocks in the KV-cache pool", ha="center", fontsize=9)
     ax.set_xlim(-4, num_physical + 0.5)
     ax.set_ylim(-1.1, 2 + 1.3 * len(rows))
@@ -272,14 +283,21 @@ def plot_multiturn() -> None:
     xs = [t["turn"] for t in turns]
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.4))
     offset = 0.2
-    left.bar([x - offset for x in xs], [t["ttft_ms_no_cache"] for t in turns], 0.4, label="no prefix cache", color="#c44e52")
+    left.bar(
+        [x - offset for x in xs], [t["ttft_ms_no_cache"] for t in turns], 0.4, label="no prefix cache", color="#c44e52"
+    )
     left.bar([x + offset for x in xs], [t["ttft_ms_cached"] for t in turns], 0.4, label="prefix cache", color="#4c72b0")
     left.set_xlabel("turn")
     left.set_ylabel("time to first token (ms)")
     left.legend()
     right.bar(xs, [t["cached_tokens"] for t in turns], label="served from cache", color="#55a868")
-    right.bar(xs, [t["computed_tokens"] for t in turns], bottom=[t["cached_tokens"] for t in turns],
-              label="computed", color="#c44e52")
+    right.bar(
+        xs,
+        [t["computed_tokens"] for t in turns],
+        bottom=[t["cached_tokens"] for t in turns],
+        label="computed",
+        color="#c44e52",
+    )
     right.set_xlabel("turn")
     right.set_ylabel("prompt tokens")
     right.legend()
@@ -294,8 +312,11 @@ def plot_throughput() -> None:
     plt = _plt()
     v = read_result("paged_throughput")["values"]
     fig, ax = plt.subplots(figsize=(5, 3.2))
-    ax.bar(["one at a time", f"{v['num_requests']} together"],
-           [v["tokens_per_s_one_at_a_time"], v["tokens_per_s_concurrent"]], color=["#c44e52", "#4c72b0"])
+    ax.bar(
+        ["one at a time", f"{v['num_requests']} together"],
+        [v["tokens_per_s_one_at_a_time"], v["tokens_per_s_concurrent"]],
+        color=["#c44e52", "#4c72b0"],
+    )
     ax.set_ylabel("generated tokens / s")
     fig.tight_layout()
     save_figure(fig, "throughput")
@@ -306,8 +327,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one repeat and short outputs (a smoke test)")
     parser.add_argument("--only", nargs="+", choices=LABS, default=list(LABS), help="run only these labs")
-    parser.add_argument("--random-weights", action="store_true",
-                        help="use an untrained model of the bundled target's shape (before the bundled pair exists)")
+    parser.add_argument(
+        "--random-weights",
+        action="store_true",
+        help="use an untrained model of the bundled target's shape (before the bundled pair exists)",
+    )
     parser.add_argument("--threads", type=int, help="torch CPU threads (1 avoids oversubscription on a busy machine)")
     args = parser.parse_args(argv)
     if args.threads is not None:

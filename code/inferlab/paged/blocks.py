@@ -30,7 +30,6 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
-
 # --8<-- [start:block_hash]
 ROOT_HASH = 0  # the "parent hash" of a sequence's first block
 
@@ -53,6 +52,8 @@ def hash_chain(
         parent = hash_fn(parent, token_ids[start : start + block_size], extra_keys)
         hashes.append(parent)
     return hashes
+
+
 # --8<-- [end:block_hash]
 
 
@@ -145,13 +146,18 @@ class BlockManager:
             prefix = tuple(token_ids[: (index + 1) * self.block_size])
             # A hash is only a name: the hit must hold exactly our tokens, all the way back.
             match = next(
-                (b for b in self.cached.get(block_hash, {}).values() if b.prefix == prefix and b.extra_keys == extra_keys),
+                (
+                    b
+                    for b in self.cached.get(block_hash, {}).values()
+                    if b.prefix == prefix and b.extra_keys == extra_keys
+                ),
                 None,
             )
             if match is None:
                 break  # every later block's hash folds in this one, so nothing later can hit
             found.append(match)
         return found
+
     # --8<-- [end:lookup]
 
     # ----- the three operations an engine calls ----------------------------------------------
@@ -163,7 +169,9 @@ class BlockManager:
             raise ValueError(f"seq_id {seq_id!r} is already allocated; free it first or use a new id")
         token_ids = self._checked_tokens(token_ids)
         if not isinstance(extra_keys, (tuple, list)):
-            raise TypeError(f"extra_keys must be a tuple (e.g. a LoRA name, an image hash), got {type(extra_keys).__name__}")
+            raise TypeError(
+                f"extra_keys must be a tuple (e.g. a LoRA name, an image hash), got {type(extra_keys).__name__}"
+            )
         extra_keys = tuple(extra_keys)
         hits = self.cached_blocks_for(token_ids, extra_keys)
         blocks_needed = -(-len(token_ids) // self.block_size) - len(hits)
@@ -186,6 +194,7 @@ class BlockManager:
         self.prefix_cache_queries += len(token_ids)  # vLLM counts both in tokens
         self.prefix_cache_hits += cached_tokens
         return list(table), cached_tokens
+
     # --8<-- [end:allocate]
 
     # --8<-- [start:append]
@@ -202,6 +211,7 @@ class BlockManager:
         if len(sequence.token_ids) % self.block_size == 0:  # the block just became full: share it
             self._cache_full_block(sequence, len(sequence.token_ids) // self.block_size - 1)
         return sequence.block_table[position // self.block_size], position % self.block_size
+
     # --8<-- [end:append]
 
     # --8<-- [start:free]
@@ -213,6 +223,7 @@ class BlockManager:
             block.ref_count -= 1
             if block.ref_count == 0:
                 self.free_queue[block_id] = None  # back of the queue: most recently used
+
     # --8<-- [end:free]
 
     # ----- helpers -----------------------------------------------------------------------------

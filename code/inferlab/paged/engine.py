@@ -71,8 +71,15 @@ class Request:
 class MiniEngine:
     """Serve greedy generation from a paged KV cache with prefix caching and continuous batching."""
 
-    def __init__(self, model: Any, num_blocks: int = 512, block_size: int = 16, max_batch_size: int = 8,
-                 enable_prefix_caching: bool = True, eos_token_id: int | None = None) -> None:
+    def __init__(
+        self,
+        model: Any,
+        num_blocks: int = 512,
+        block_size: int = 16,
+        max_batch_size: int = 8,
+        enable_prefix_caching: bool = True,
+        eos_token_id: int | None = None,
+    ) -> None:
         if not isinstance(max_batch_size, int) or max_batch_size < 1:
             raise ValueError(f"max_batch_size must be an integer >= 1, got {max_batch_size!r}")
         if eos_token_id is not None and (not isinstance(eos_token_id, int) or eos_token_id < 0):
@@ -108,6 +115,7 @@ class MiniEngine:
         self._next_id += 1
         self.waiting.append(request)
         return request
+
     # --8<-- [end:add_request]
 
     # --8<-- [start:step]
@@ -128,14 +136,17 @@ class MiniEngine:
                 first = request.num_cached_now
                 new = request.context_ids[first:]
                 table = self.blocks.block_table(request.request_id)
-                new_slots = [table[p // self.block_size] * self.block_size + p % self.block_size
-                             for p in range(first, first + len(new))]
+                new_slots = [
+                    table[p // self.block_size] * self.block_size + p % self.block_size
+                    for p in range(first, first + len(new))
+                ]
             rows.append((request, len(tokens), len(new)))
             tokens += new
             positions += range(first, first + len(new))
             slots += new_slots
         logits = self._forward(tokens, positions, slots, rows)
         return self._sample_and_retire(logits, rows)
+
     # --8<-- [end:step]
 
     def run(self, prompts: list[list[int]], max_new_tokens: int) -> list[Request]:
@@ -184,6 +195,7 @@ class MiniEngine:
                     self.blocks.free(victim.request_id)
                     self.waiting.appendleft(victim)
         return slots
+
     # --8<-- [end:preempt]
 
     # --8<-- [start:forward]
@@ -197,7 +209,7 @@ class MiniEngine:
         decode_rows = [r for r in rows if r[0].prefilled]  # one new token each
         prefill_rows = [r for r in rows if not r[0].prefilled]  # the uncached part of a context
         h = self.model.embed_ids(ids)  # (1, N, hidden): every request's new tokens side by side
-        for layer, k_cache, v_cache in zip(self.model.layers, self.k_cache, self.v_cache):
+        for layer, k_cache, v_cache in zip(self.model.layers, self.k_cache, self.v_cache, strict=True):
             q, k, v = layer.qkv(h, pos)  # (1, heads, N, head_dim)
             # Write first, read after: a request may hit blocks that another request fills in this pass.
             write_kv(k_cache, v_cache, k[0].transpose(0, 1), v[0].transpose(0, 1), slot_index)
@@ -210,10 +222,12 @@ class MiniEngine:
             for request, first, count in prefill_rows:  # prompts differ in length: one call each
                 tables, lengths = self._tables([request])
                 out[:, :, first : first + count] = paged_attention(
-                    q[:, :, first : first + count], k_cache, v_cache, tables, lengths)
+                    q[:, :, first : first + count], k_cache, v_cache, tables, lengths
+                )
             h = layer.finish(h, out)
         last_rows = torch.tensor([first + count - 1 for _, first, count in rows], device=device)
         return self.model.final_logits(h[0, last_rows])
+
     # --8<-- [end:forward]
 
     def _tables(self, requests: list[Request]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -229,7 +243,7 @@ class MiniEngine:
         now = time.perf_counter()
         next_tokens = logits.argmax(-1).tolist()
         finished = []
-        for (request, _, _), token in zip(rows, next_tokens):
+        for (request, _, _), token in zip(rows, next_tokens, strict=True):
             request.prefilled = True
             request.output_ids.append(token)
             if request.first_token_s is None:

@@ -49,6 +49,8 @@ def harbour_log(entries: int = 34, seed: int = 2026) -> str:
         )
     lines.append("]")
     return "\n".join(lines)
+
+
 # --8<-- [end:document]
 
 
@@ -63,12 +65,14 @@ def invalidation_prompts(document: str, question: str = QUESTIONS[0]) -> dict[st
         "space after document": INSTRUCTION + "\n" + document + " \n\n" + question,
         "change at the very start": " " + base,
     }
+
+
 # --8<-- [end:variants]
 
 
 def first_difference(a: list[int], b: list[int]) -> int:
     """Return the index of the first token where a and b differ (the shorter length if one is a prefix)."""
-    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
 
 
 def block_hits(manager: BlockManager, token_ids: list[int]) -> list[bool]:
@@ -88,23 +92,24 @@ def invalidation_lab(model, tokenizer, max_new_tokens: int = 8, block_size: int 
         hits = block_hits(engine.blocks, ids)  # what the hash chain finds before this run
         hashes = hash_chain(ids, block_size)
         request = engine.run([ids], max_new_tokens)[0]
-        records.append({
-            "run": name,
-            "prompt_tokens": len(ids),
-            "first_changed_token": first_difference(ids, base_ids) if name != "identical" else len(ids),
-            "cached_tokens": request.cached_tokens,
-            "computed_tokens": request.computed_tokens,
-            "hit_blocks": sum(hits),
-            "full_blocks": len(hits),
-            "ttft_ms": round(1000 * request.ttft_s, 2),
-            "block_hits": hits,
-            "block_hashes": [f"{h:016x}"[:6] for h in hashes],
-        })
+        records.append(
+            {
+                "run": name,
+                "prompt_tokens": len(ids),
+                "first_changed_token": first_difference(ids, base_ids) if name != "identical" else len(ids),
+                "cached_tokens": request.cached_tokens,
+                "computed_tokens": request.computed_tokens,
+                "hit_blocks": sum(hits),
+                "full_blocks": len(hits),
+                "ttft_ms": round(1000 * request.ttft_s, 2),
+                "block_hits": hits,
+                "block_hashes": [f"{h:016x}"[:6] for h in hashes],
+            }
+        )
     return records
 
 
-def multiturn_lab(model, tokenizer, max_new_tokens: int = 16, repeats: int = 3,
-                  block_size: int = 16) -> dict[str, Any]:
+def multiturn_lab(model, tokenizer, max_new_tokens: int = 16, repeats: int = 3, block_size: int = 16) -> dict[str, Any]:
     """Return per-turn TTFT (median of ``repeats``) with and without prefix caching, and token counts."""
     document_ids = tokenizer(INSTRUCTION + "\n" + harbour_log())["input_ids"]
     turns: dict[bool, list[list[dict]]] = {True: [], False: []}
@@ -115,21 +120,30 @@ def multiturn_lab(model, tokenizer, max_new_tokens: int = 16, repeats: int = 3,
             for number, question in enumerate(QUESTIONS, start=1):
                 context += tokenizer("\n\n" + question)["input_ids"]
                 request = engine.run([context], max_new_tokens)[0]
-                rows.append({"turn": number, "prompt_tokens": len(context), "cached_tokens": request.cached_tokens,
-                             "computed_tokens": request.computed_tokens, "ttft_s": request.ttft_s})
+                rows.append(
+                    {
+                        "turn": number,
+                        "prompt_tokens": len(context),
+                        "cached_tokens": request.cached_tokens,
+                        "computed_tokens": request.computed_tokens,
+                        "ttft_s": request.ttft_s,
+                    }
+                )
                 context += request.output_ids  # the answer becomes part of the next turn's prompt
             turns[caching].append(rows)
     table = []
     for i in range(len(QUESTIONS)):
         cached_runs, plain_runs = [r[i] for r in turns[True]], [r[i] for r in turns[False]]
-        table.append({
-            "turn": i + 1,
-            "prompt_tokens": cached_runs[0]["prompt_tokens"],
-            "cached_tokens": cached_runs[0]["cached_tokens"],
-            "computed_tokens": cached_runs[0]["computed_tokens"],
-            "ttft_ms_cached": round(1000 * statistics.median(r["ttft_s"] for r in cached_runs), 2),
-            "ttft_ms_no_cache": round(1000 * statistics.median(r["ttft_s"] for r in plain_runs), 2),
-        })
+        table.append(
+            {
+                "turn": i + 1,
+                "prompt_tokens": cached_runs[0]["prompt_tokens"],
+                "cached_tokens": cached_runs[0]["cached_tokens"],
+                "computed_tokens": cached_runs[0]["computed_tokens"],
+                "ttft_ms_cached": round(1000 * statistics.median(r["ttft_s"] for r in cached_runs), 2),
+                "ttft_ms_no_cache": round(1000 * statistics.median(r["ttft_s"] for r in plain_runs), 2),
+            }
+        )
     return {
         "document_tokens": len(document_ids),
         "turns": table,
@@ -138,8 +152,9 @@ def multiturn_lab(model, tokenizer, max_new_tokens: int = 16, repeats: int = 3,
     }
 
 
-def throughput_lab(model, tokenizer, num_requests: int = 8, prompt_tokens: int = 48,
-                   max_new_tokens: int = 48, repeats: int = 3) -> dict[str, Any]:
+def throughput_lab(
+    model, tokenizer, num_requests: int = 8, prompt_tokens: int = 48, max_new_tokens: int = 48, repeats: int = 3
+) -> dict[str, Any]:
     """Return tokens/s serving ``num_requests`` one at a time vs all together (continuous batching)."""
     ids = tokenizer(harbour_log())["input_ids"]
     # Different slices of the document: no two prompts share a block, so no prefix-cache help.
@@ -149,8 +164,12 @@ def throughput_lab(model, tokenizer, num_requests: int = 8, prompt_tokens: int =
     seconds = {"one_at_a_time": [], "concurrent": []}
     for _ in range(repeats):
         for mode in seconds:  # interleaved
-            engine = MiniEngine(model, num_blocks=512, max_batch_size=1 if mode == "one_at_a_time" else num_requests,
-                                enable_prefix_caching=False)
+            engine = MiniEngine(
+                model,
+                num_blocks=512,
+                max_batch_size=1 if mode == "one_at_a_time" else num_requests,
+                enable_prefix_caching=False,
+            )
             start = time.perf_counter()
             requests = engine.run(prompts, max_new_tokens)
             seconds[mode].append(time.perf_counter() - start)

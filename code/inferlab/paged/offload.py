@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 import torch
 
-
 # --8<-- [start:presets]
 GB = 1e9  # bandwidths are quoted in decimal GB/s (vLLM's cpu_offload_gb itself counts GiB)
 
@@ -78,9 +77,14 @@ def tokens_per_second(weight_bytes: float, offloaded_bytes: float, gpu: str | Of
     return batch / step_seconds(weight_bytes, offloaded_bytes, gpu)
 
 
-def kv_capacity_tokens(weight_bytes: float, offloaded_bytes: float, gpu: str | OffloadSpec,
-                       kv_bytes_per_token: int, gpu_memory_utilization: float = 0.9,
-                       other_bytes: float = 1.0 * GB) -> int:
+def kv_capacity_tokens(
+    weight_bytes: float,
+    offloaded_bytes: float,
+    gpu: str | OffloadSpec,
+    kv_bytes_per_token: int,
+    gpu_memory_utilization: float = 0.9,
+    other_bytes: float = 1.0 * GB,
+) -> int:
     """Return how many tokens of KV cache fit in what the resident weights leave of the GPU budget."""
     _check_bytes(weight_bytes, offloaded_bytes)
     if not 0 < gpu_memory_utilization <= 1:
@@ -90,11 +94,14 @@ def kv_capacity_tokens(weight_bytes: float, offloaded_bytes: float, gpu: str | O
     budget = _spec(gpu).memory_gb * GB * gpu_memory_utilization
     free_for_kv = budget - (weight_bytes - offloaded_bytes) - other_bytes  # other: activations, CUDA graphs
     return max(0, int(free_for_kv // kv_bytes_per_token))
+
+
 # --8<-- [end:cost_model]
 
 
-def offload_curve(weight_bytes: float, gpu: str | OffloadSpec, offloaded_gb: list[float],
-                  kv_bytes_per_token: int, batch: int = 1) -> list[dict]:
+def offload_curve(
+    weight_bytes: float, gpu: str | OffloadSpec, offloaded_gb: list[float], kv_bytes_per_token: int, batch: int = 1
+) -> list[dict]:
     """Return one record per offloaded amount: tokens/s and KV-cache capacity from the cost model."""
     return [
         {
@@ -108,6 +115,7 @@ def offload_curve(weight_bytes: float, gpu: str | OffloadSpec, offloaded_gb: lis
 
 
 # ----- a measurement on a real GPU: stream some layers' weights from pinned host memory --------
+
 
 # --8<-- [start:streaming]
 class StreamLayersFromHost:
@@ -138,14 +146,16 @@ class StreamLayersFromHost:
 
     def _loader(self, params, copies):
         def load(module, args):
-            for p, c in zip(params, copies):
+            for p, c in zip(params, copies, strict=True):
                 p.data = c.to(self.device, non_blocking=True)
+
         return load
 
     def _dropper(self, params):
         def drop(module, args, output):
             for p in params:
                 p.data = torch.empty(0, dtype=p.dtype, device=self.device)
+
         return drop
 
     def restore(self) -> None:
@@ -153,9 +163,11 @@ class StreamLayersFromHost:
         for hook in self.hooks:
             hook.remove()
         for params, copies in self.host_copies:
-            for p, c in zip(params, copies):
+            for p, c in zip(params, copies, strict=True):
                 p.data = c.to(self.device)
         self.hooks, self.host_copies = [], []
+
+
 # --8<-- [end:streaming]
 
 

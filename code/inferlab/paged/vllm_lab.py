@@ -25,8 +25,13 @@ MODEL = os.environ.get("INFERLAB_TARGET", "Qwen/Qwen2.5-1.5B-Instruct")
 
 
 # --8<-- [start:setup]
-def make_llm(model: str = MODEL, enable_prefix_caching: bool = True, cpu_offload_gb: float = 0,
-             gpu_memory_utilization: float = 0.8, max_model_len: int = 4096):
+def make_llm(
+    model: str = MODEL,
+    enable_prefix_caching: bool = True,
+    cpu_offload_gb: float = 0,
+    gpu_memory_utilization: float = 0.8,
+    max_model_len: int = 4096,
+):
     """Return a vllm.LLM with prefix caching on or off, optionally offloading weights to the CPU."""
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # engine in this process: config readable
     from vllm import LLM
@@ -61,6 +66,8 @@ def document_for(tokenizer, min_tokens: int = 1600) -> str:
     while len(tokenizer.encode(harbour_log(entries))) < min_tokens:
         entries += 5
     return harbour_log(entries)
+
+
 # --8<-- [end:setup]
 
 
@@ -75,6 +82,8 @@ def first_token(llm, prompt: str) -> dict:
     seconds = time.perf_counter() - start
     new_queries, new_hits = prefix_cache_counters(llm)
     return {"ttft_s": seconds, "prompt_tokens": new_queries - queries, "cached_tokens": new_hits - hits}
+
+
 # --8<-- [end:ttft]
 
 
@@ -93,6 +102,8 @@ def multiturn(llm, answer_tokens: int = 32) -> list[dict]:
     for row in rows:
         row["ttft_vs_turn1"] = row["ttft_s"] / rows[0]["ttft_s"]
     return rows
+
+
 # --8<-- [end:multiturn]
 
 
@@ -101,6 +112,8 @@ def invalidation(llm) -> list[dict]:
     """Return TTFT and cached tokens of the five prompt variants (same document, one space moved)."""
     prompts = invalidation_prompts(document_for(llm.get_tokenizer()))
     return [{"run": name, **first_token(llm, prompt)} for name, prompt in prompts.items()]
+
+
 # --8<-- [end:invalidation]
 
 
@@ -138,6 +151,8 @@ def offload(values: tuple[float, ...] = (0, 2)) -> list[dict]:
         done = subprocess.run(command, capture_output=True, text=True, check=True)
         rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
     return rows
+
+
 # --8<-- [end:offload]
 
 

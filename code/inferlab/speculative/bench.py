@@ -72,7 +72,12 @@ LONG_PROMPT = '''class Inventory:
 
 REGIMES = {"short": (SHORT_PROMPT, 64), "long": (LONG_PROMPT, 128)}
 METHODS = ("ours_speculative", "ours_prompt_lookup", "hf_assisted", "hf_prompt_lookup")
-TREE_SHAPES = {"chain 1-1-1-1": (1, 1, 1, 1), "tree 2-2-1-1": (2, 2, 1, 1), "tree 3-2-1-1": (3, 2, 1, 1), "tree 2-2-2-2": (2, 2, 2, 2)}
+TREE_SHAPES = {
+    "chain 1-1-1-1": (1, 1, 1, 1),
+    "tree 2-2-1-1": (2, 2, 1, 1),
+    "tree 3-2-1-1": (3, 2, 1, 1),
+    "tree 2-2-2-2": (2, 2, 2, 2),
+}
 
 
 def figures_dir() -> Path:
@@ -219,27 +224,34 @@ def sweep_regime(target, draft, tokenizer, regime: str, gammas: list[int], repea
     # Plain decoding is timed once per regime (it does not depend on gamma); on a busy machine,
     # run with --repeat > 1 so that the medians absorb the noise.
     baselines, _ = timed_runs(
-        {"plain_ours": lambda: plain_greedy(target, ids, max_new), "plain_hf": lambda: hf_generate(target, ids, max_new)},
+        {
+            "plain_ours": lambda: plain_greedy(target, ids, max_new),
+            "plain_hf": lambda: hf_generate(target, ids, max_new),
+        },
         repeat,
     )
     for gamma in _progress(gammas, f"{regime} prompt, gamma"):
         set_assistant_gamma(draft, gamma)
-        runs = {
-            "ours_speculative": lambda: speculative_sample(target, draft, ids, max_new, gamma, temperature=0),
-            "ours_prompt_lookup": lambda: prompt_lookup_decode(target, ids, max_new, max_ngram=3, num_draft=gamma),
+        runs = {  # (gamma=gamma binds this round's value: the lambdas run within the round anyway)
+            "ours_speculative": lambda gamma=gamma: speculative_sample(
+                target, draft, ids, max_new, gamma, temperature=0
+            ),
+            "ours_prompt_lookup": lambda gamma=gamma: prompt_lookup_decode(
+                target, ids, max_new, max_ngram=3, num_draft=gamma
+            ),
             "hf_assisted": lambda: hf_generate(target, ids, max_new, assistant_model=draft),
-            "hf_prompt_lookup": lambda: hf_generate(
+            "hf_prompt_lookup": lambda gamma=gamma: hf_generate(
                 target, ids, max_new, prompt_lookup_num_tokens=gamma, max_matching_ngram_size=3
             ),
         }
         times, outputs = timed_runs(runs, repeat)
         times |= baselines
-        for name, out in outputs.items():
+        for out in outputs.values():
             sequence = out.sequences if hasattr(out, "sequences") else out
             identical &= torch.equal(sequence[:, : reference.shape[1]], reference)
         spec, lookup = outputs["ours_speculative"], outputs["ours_prompt_lookup"]
         acceptance += spec.acceptance_probs
-        verify_step = step_seconds(target, ids, gamma + 1, 3 * repeat)
+        verify_step = step_seconds(target, ids, gamma + 1, 10 * repeat)
         for method in METHODS:
             baseline = times["plain_hf" if method.startswith("hf_") else "plain_ours"]
             row = {
@@ -251,14 +263,21 @@ def sweep_regime(target, draft, tokenizer, regime: str, gammas: list[int], repea
             }
             for name, out in (("ours_speculative", spec), ("ours_prompt_lookup", lookup)):
                 if method == name:  # JSON has no nan: None when nothing was drafted
-                    row |= {"alpha_accepted_over_drafted": round(out.alpha, 3) if out.drafted else None,
-                            "target_calls": out.target_calls}
+                    row |= {
+                        "alpha_accepted_over_drafted": round(out.alpha, 3) if out.drafted else None,
+                        "target_calls": out.target_calls,
+                    }
             rows.append(row)
-        rows.append({"gamma": gamma, "method": "verify_cost", "target_verify_over_step": round(verify_step / target_step, 3)})
+        rows.append(
+            {"gamma": gamma, "method": "verify_cost", "target_verify_over_step": round(verify_step / target_step, 3)}
+        )
     alpha = sum(acceptance) / len(acceptance)
+    verify = {r["gamma"]: r["target_verify_over_step"] for r in rows if r["method"] == "verify_cost"}
     for row in rows:
         if row["method"] == "ours_speculative":
             row["predicted_speedup"] = round(expected_speedup(alpha, row["gamma"], c), 3)
+            # The same formula with the target's measured cost of checking gamma + 1 tokens.
+            row["predicted_with_verify_cost"] = round(expected_speedup(alpha, row["gamma"], c, verify[row["gamma"]]), 3)
     return summarize(regime, rows, alpha, c, target_step, draft_step, max_new, ids.shape[1], identical)
 
 
@@ -271,7 +290,8 @@ def summarize(regime, rows, alpha, c, target_step, draft_step, max_new, prompt_t
     lookup = [r for r in rows if r["method"] == "ours_prompt_lookup"]
     best_lookup = max(lookup, key=lambda r: r["speedup"])
     hf_ratio = [
-        r["tokens_per_s"] / next(h["tokens_per_s"] for h in rows if h["method"] == "hf_assisted" and h["gamma"] == r["gamma"])
+        r["tokens_per_s"]
+        / next(h["tokens_per_s"] for h in rows if h["method"] == "hf_assisted" and h["gamma"] == r["gamma"])
         for r in ours
     ]
     return {
@@ -287,6 +307,8 @@ def summarize(regime, rows, alpha, c, target_step, draft_step, max_new, prompt_t
         "best_speedup_measured": best["speedup"],
         "predicted_at_best_gamma": best["predicted_speedup"],
         "measured_over_predicted": round(best["speedup"] / best["predicted_speedup"], 3),
+        "predicted_with_verify_cost_at_best_gamma": best["predicted_with_verify_cost"],
+        "measured_over_predicted_with_verify_cost": round(best["speedup"] / best["predicted_with_verify_cost"], 3),
         "best_gamma_predicted": best_predicted["gamma"],
         "best_speedup_predicted": best_predicted["predicted_speedup"],
         "ours_over_hf_assisted_at_best_gamma": round(best["tokens_per_s"] / hf_at_best["tokens_per_s"], 3),
@@ -310,6 +332,7 @@ def by_gamma(rows: list[dict], gamma: int) -> dict:
     return {
         "gamma": gamma,
         "predicted": at["ours_speculative"]["predicted_speedup"],
+        "predicted, verify measured": at["ours_speculative"]["predicted_with_verify_cost"],
         "ours speculative": at["ours_speculative"]["speedup"],
         "transformers assisted": at["hf_assisted"]["speedup"],
         "ours prompt lookup": at["ours_prompt_lookup"]["speedup"],
@@ -328,7 +351,10 @@ def tree_experiment(target, draft, tokenizer, repeat: int, new_tokens: int | Non
     max_new = new_tokens or max_new
     ids = tokenizer(prompt, return_tensors="pt").input_ids
     reference = plain_greedy(target, ids, max_new)
-    runs = {name: (lambda shape=shape: tree_speculative_decode(target, draft, ids, max_new, shape)) for name, shape in TREE_SHAPES.items()}
+    runs = {
+        name: (lambda shape=shape: tree_speculative_decode(target, draft, ids, max_new, shape))
+        for name, shape in TREE_SHAPES.items()
+    }
     runs["plain"] = lambda: plain_greedy(target, ids, max_new)
     times, outputs = timed_runs(runs, repeat)
     del outputs["plain"]
@@ -348,7 +374,9 @@ def tree_experiment(target, draft, tokenizer, repeat: int, new_tokens: int | Non
         "outputs_identical_to_greedy": all(torch.equal(o.sequences, reference) for o in outputs.values()),
         "best_tree_tokens_per_call": max(r["tokens_per_target_call"] for r in rows[1:]),
         "chain_tokens_per_call": chain["tokens_per_target_call"],
-        "tree_over_chain_tokens_per_call": round(max(r["tokens_per_target_call"] for r in rows[1:]) / chain["tokens_per_target_call"], 3),
+        "tree_over_chain_tokens_per_call": round(
+            max(r["tokens_per_target_call"] for r in rows[1:]) / chain["tokens_per_target_call"], 3
+        ),
         "rows": rows,
     }
 
@@ -398,8 +426,20 @@ def plot_regime(record: dict, path: Path) -> None:
         rows = [r for r in record["rows"] if r["method"] == method]
         ax.plot([r["gamma"] for r in rows], [r["speedup"] for r in rows], style, color=color, label=label)
     ours = [r for r in record["rows"] if r["method"] == "ours_speculative"]
-    ax.plot([r["gamma"] for r in ours], [r["predicted_speedup"] for r in ours], ":", color="black",
-            label=f"predicted (alpha={record['alpha']:.2f}, c={record['c']:.2f})")
+    ax.plot(
+        [r["gamma"] for r in ours],
+        [r["predicted_speedup"] for r in ours],
+        ":",
+        color="black",
+        label=f"predicted (alpha={record['alpha']:.2f}, c={record['c']:.2f})",
+    )
+    ax.plot(
+        [r["gamma"] for r in ours],
+        [r["predicted_with_verify_cost"] for r in ours],
+        "-.",
+        color="grey",
+        label="predicted, with the measured cost of verifying",
+    )
     ax.axhline(1.0, color="grey", linewidth=0.8)
     ax.set_xticks(sorted({r["gamma"] for r in ours}))
     ax.set_xlabel("gamma (drafted tokens per round)")
@@ -432,9 +472,13 @@ def _progress(iterable, description: str):
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="Speculative decoding benchmarks (writes docs/results/speculative_*.json).")
+    parser = argparse.ArgumentParser(
+        description="Speculative decoding benchmarks (writes docs/results/speculative_*.json)."
+    )
     parser.add_argument("--quick", action="store_true", help="a small run: gamma 1, 3, 5; one repeat; fewer draws")
-    parser.add_argument("--parts", nargs="+", default=["exactness", "gamma", "tree"], choices=["exactness", "gamma", "tree"])
+    parser.add_argument(
+        "--parts", nargs="+", default=["exactness", "gamma", "tree"], choices=["exactness", "gamma", "tree"]
+    )
     parser.add_argument("--target", help="target model (Hugging Face id or local path); default: the bundled pair")
     parser.add_argument("--draft", help="draft model (Hugging Face id or local path); default: the bundled pair")
     parser.add_argument("--gammas", type=int, nargs="+", help="gammas to sweep (default 1..10)")
@@ -469,7 +513,10 @@ def main(argv: list[str] | None = None) -> None:
             model.generation_config.eos_token_id = None  # fixed-length runs, as in our decoders
             model.generation_config.pad_token_id = 0
     if "gamma" in args.parts:
-        regimes = {name: sweep_regime(target, draft, tokenizer, name, args.gammas, args.repeat, args.new_tokens) for name in REGIMES}
+        regimes = {
+            name: sweep_regime(target, draft, tokenizer, name, args.gammas, args.repeat, args.new_tokens)
+            for name in REGIMES
+        }
         for name, record in regimes.items():
             print(
                 f"{name}: alpha={record['alpha']:.3f} c={record['c']:.3f} best gamma {record['best_gamma_measured']} "
@@ -477,14 +524,31 @@ def main(argv: list[str] | None = None) -> None:
                 f"ours/transformers {record['ours_over_hf_assisted_at_best_gamma']:.2f}, identical={record['outputs_identical_to_greedy']}"
             )
             plot_regime(record, figures / f"gamma_sweep_{name}.png")
-        summary_keys = ("regime", "alpha", "c", "best_gamma_measured", "best_speedup_measured", "predicted_at_best_gamma",
-                        "measured_over_predicted", "ours_over_hf_assisted_at_best_gamma", "best_speedup_prompt_lookup")
+        summary_keys = (
+            "regime",
+            "alpha",
+            "c",
+            "best_gamma_measured",
+            "best_speedup_measured",
+            "predicted_at_best_gamma",
+            "measured_over_predicted",
+            "measured_over_predicted_with_verify_cost",
+            "ours_over_hf_assisted_at_best_gamma",
+            "best_speedup_prompt_lookup",
+        )
         summary = [{key: record[key] for key in summary_keys} for record in regimes.values()]
-        regimes |= {"gammas": args.gammas, "summary": summary}
+        regimes |= {
+            "gammas": args.gammas,
+            "repeat": args.repeat,
+            "threads": torch.get_num_threads(),
+            "summary": summary,
+        }
         write_result("speculative_gamma_sweep", regimes)
     if "tree" in args.parts:
         values = tree_experiment(target, draft, tokenizer, args.repeat, args.new_tokens)
-        print(f"tree: {values['best_tree_tokens_per_call']:.2f} vs chain {values['chain_tokens_per_call']:.2f} tokens per target call")
+        print(
+            f"tree: {values['best_tree_tokens_per_call']:.2f} vs chain {values['chain_tokens_per_call']:.2f} tokens per target call"
+        )
         write_result("speculative_tree", values)
         plot_tree(values, figures / "tree.png")
 

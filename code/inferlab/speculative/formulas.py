@@ -23,7 +23,7 @@ def _check_gamma(gamma: int) -> None:
 
 def _check_cost_ratio(value: float, name: str) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not (value >= 0.0 and math.isfinite(value)):
-        raise ValueError(f"{name} must be a finite number >= 0 (draft cost / target cost), got {value!r}")
+        raise ValueError(f"{name} must be a finite number >= 0 (a ratio of two costs), got {value!r}")
 
 
 # --8<-- [start:formulas]
@@ -36,11 +36,19 @@ def expected_tokens_per_step(alpha: float, gamma: int) -> float:
     return (1.0 - alpha ** (gamma + 1)) / (1.0 - alpha)
 
 
-def expected_speedup(alpha: float, gamma: int, c: float) -> float:
-    """Return the expected wall-time speed-up over plain decoding: tokens per step / (gamma c + 1)."""
+def expected_speedup(alpha: float, gamma: int, c: float, verify: float = 1.0) -> float:
+    """Return the expected wall-time speed-up over plain decoding: tokens per step / (gamma c + verify).
+
+    ``verify`` is the time of the target's call over gamma + 1 tokens in units of one plain decoding
+    step. Leviathan et al. take it as 1 (checking all drafts costs what producing one token does,
+    true while a step is limited by reading the weights); measure it where that does not hold.
+    """
     _check_cost_ratio(c, "c")
-    # One round costs gamma draft steps plus one target step (the target checks all drafts at once).
-    return expected_tokens_per_step(alpha, gamma) / (gamma * c + 1.0)
+    _check_cost_ratio(verify, "verify")
+    if verify == 0:
+        raise ValueError("verify must be > 0: the target's check of the drafts takes some time")
+    # One round costs gamma draft steps plus one target call that checks all drafts at once.
+    return expected_tokens_per_step(alpha, gamma) / (gamma * c + verify)
 
 
 def best_gamma(alpha: float, c: float, max_gamma: int = 64) -> int:
@@ -54,6 +62,8 @@ def arithmetic_cost_increase(alpha: float, gamma: int, c_hat: float) -> float:
     _check_cost_ratio(c_hat, "c_hat")
     # Per round: gamma draft steps and a target pass over gamma + 1 positions, spread over the tokens produced.
     return (gamma * c_hat + gamma + 1.0) / expected_tokens_per_step(alpha, gamma)
+
+
 # --8<-- [end:formulas]
 
 

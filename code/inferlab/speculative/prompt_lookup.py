@@ -33,6 +33,8 @@ def find_draft(tokens: list[int], max_ngram: int, num_draft: int) -> list[int]:
             if tokens[start : start + n] == tail:
                 return tokens[start + n : start + n + num_draft]
     return []
+
+
 # --8<-- [end:find_draft]
 
 
@@ -51,7 +53,7 @@ def prompt_lookup_decode(
         budget = max_new_tokens - (ids.shape[1] - result.prompt_length) - 1  # the target adds one more
         drafts = find_draft(ids[0].tolist(), max_ngram, min(num_draft, budget)) if budget else []
         target_logits = model.new_logits(torch.cat([ids, torch.tensor([drafts], dtype=torch.long)], 1))
-        kept, n_accepted = verify_greedy(target_logits[-(len(drafts) + 1):], drafts)
+        kept, n_accepted = verify_greedy(target_logits[-(len(drafts) + 1) :], drafts)
         model.rollback(ids.shape[1] + n_accepted)  # forget the copied tokens that turned out wrong
         ids = torch.cat([ids, torch.tensor([kept], dtype=torch.long)], 1)
         result.accepted += n_accepted
@@ -62,4 +64,6 @@ def prompt_lookup_decode(
     result.sequences = ids
     result.target_calls = model.calls
     return result
+
+
 # --8<-- [end:decode]

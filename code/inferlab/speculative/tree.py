@@ -54,6 +54,8 @@ def tree_attention_mask(prefix_length: int, nodes: list[TreeNode]) -> torch.Tens
             allowed[i, prefix_length + ancestor] = True
             ancestor = nodes[ancestor].parent
     return allowed
+
+
 # --8<-- [end:tree_mask]
 
 
@@ -127,14 +129,16 @@ def draft_tree(draft: TreeModel, ids: torch.Tensor, branching: Sequence[int]) ->
     frontier = [-1]  # start from the root: the last token of the sequence
     for depth, width in enumerate(branching, start=1):
         feed = [] if depth == 1 else frontier  # depth 1 needs only the prefix's last row
-        rows = draft.tree_logits(ids, nodes, feed)[-len(frontier):]
+        rows = draft.tree_logits(ids, nodes, feed)[-len(frontier) :]
         next_frontier = []
-        for parent, row in zip(frontier, rows):
+        for parent, row in zip(frontier, rows, strict=True):
             for token in row.topk(width).indices.tolist():
                 nodes.append(TreeNode(token, parent, depth))
                 next_frontier.append(len(nodes) - 1)
         frontier = next_frontier
     return nodes
+
+
 # --8<-- [end:build_tree]
 
 
@@ -149,6 +153,8 @@ def accept_greedy_path(nodes: list[TreeNode], root_row: torch.Tensor, node_rows:
         if child is None:
             return kept
         current, row = child, node_rows[child]
+
+
 # --8<-- [end:walk_tree]
 
 
@@ -166,7 +172,7 @@ def tree_speculative_decode(
         budget = max_new_tokens - (ids.shape[1] - result.prompt_length) - 1
         nodes = draft_tree(draft_model, ids, branching[:budget]) if budget else []
         logits = target_model.tree_logits(ids, nodes, list(range(len(nodes))))
-        root_row, node_rows = logits[-len(nodes) - 1], logits[len(logits) - len(nodes):]
+        root_row, node_rows = logits[-len(nodes) - 1], logits[len(logits) - len(nodes) :]
         kept = accept_greedy_path(nodes, root_row, node_rows)
         target_model.rollback(ids.shape[1])  # drop all tree nodes: the kept path is re-read next call
         draft_model.rollback(ids.shape[1])
