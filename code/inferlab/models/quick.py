@@ -17,12 +17,19 @@ from inferlab.models import BUNDLED_DIR
 
 
 # --8<-- [start:quick]
-def quick_generate(prompt: str, max_new_tokens: int = 32) -> str:
-    """Return ``prompt`` continued greedily by the bundled target, without importing transformers."""
+def load_bundled_pair_quickly():
+    """Return (target, draft, tokenizer) of the bundled pair as inferlab decoders, without transformers."""
     from tokenizers import Tokenizer
 
     tokenizer = Tokenizer.from_file(str(BUNDLED_DIR / "tokenizer" / "tokenizer.json"))
-    target = LlamaDecoder.from_pretrained(BUNDLED_DIR / "target")  # config.json + model.safetensors
+    # Each model folder holds config.json + model.safetensors; the decoder reads them directly.
+    target, draft = (LlamaDecoder.from_pretrained(BUNDLED_DIR / name) for name in ("target", "draft"))
+    return target, draft, tokenizer
+
+
+def quick_generate(prompt: str, max_new_tokens: int = 32) -> str:
+    """Return ``prompt`` continued greedily by the bundled target (KV-cached, no transformers import)."""
+    target, _, tokenizer = load_bundled_pair_quickly()
     ids = torch.tensor([tokenizer.encode(prompt).ids])
     tokens = generate_cached(target, ids, max_new_tokens).tokens
     return tokenizer.decode(tokens[0].tolist())
