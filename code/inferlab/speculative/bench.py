@@ -415,7 +415,7 @@ def plot_exactness(values: dict, path: Path) -> None:
 def plot_regime(record: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    fig, ax = plt.subplots(figsize=(6.4, 4.8))
     styles = {
         "ours_speculative": ("o-", "#3f51b5", "ours: speculative"),
         "hf_assisted": ("s--", "#7986cb", "transformers: assistant_model"),
@@ -445,7 +445,8 @@ def plot_regime(record: dict, path: Path) -> None:
     ax.set_xlabel("gamma (drafted tokens per round)")
     ax.set_ylabel("speed-up over plain decoding")
     ax.set_title(f"{record['regime']} prompt, {record['new_tokens']} new tokens")
-    ax.legend(frameon=False, fontsize=7)
+    # Below the axes: six curves leave no empty corner for a legend inside.
+    ax.legend(frameon=False, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=130)
     plt.close(fig)
