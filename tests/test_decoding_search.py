@@ -1,6 +1,6 @@
 """Greedy, beam search, brute-force MAP and the k-th order DP, checked against independent references:
-exact enumeration written here, a textbook Viterbi, closed-form operation counts, and transformers'
-own generate() and loss."""
+exact enumeration written here, a textbook Viterbi, operation counts found by listing prefixes, and
+transformers' own generate() and loss."""
 
 from __future__ import annotations
 
@@ -19,11 +19,12 @@ from inferlab.decoding import (
     greedy_decode,
     map_decode_bruteforce,
     map_decode_dp,
-    page_table_model,
+    page_model,
     perplexity,
     sequence_logprob,
 )
-from inferlab.decoding.examples import FIRST, SECOND, THIRD
+from inferlab.decoding.examples import NEXT, START, TOKENS
+from inferlab.decoding.search import dp_pairs_per_step, viterbi
 
 
 def joint_probability(model: MarkovModel, tokens) -> float:
@@ -68,28 +69,62 @@ def textbook_viterbi(initial, transition, length):
     return path, best[last]
 
 
-# ---- the guides' own table -------------------------------------------------------------------
+# ---- the guides' own model -------------------------------------------------------------------
 
 
-def test_page_table_greedy_is_not_map():
-    model = page_table_model()
-    # Greedy by hand: argmax of each row along the path it takes.
-    x1 = max(range(2), key=lambda a: FIRST[a])
-    x2 = max(range(2), key=lambda b: SECOND[x1][b])
-    x3 = max(range(2), key=lambda c: THIRD[x1][x2][c])
-    greedy_p = FIRST[x1] * SECOND[x1][x2] * THIRD[x1][x2][x3]
-    every = {(a, b, c): FIRST[a] * SECOND[a][b] * THIRD[a][b][c] for a in range(2) for b in range(2) for c in range(2)}
+def chain_rule(tokens) -> float:
+    """p(x_1..x_T) of the guides' first-order model, from its two tables by hand."""
+    p = START[tokens[0]]
+    for t in range(1, len(tokens)):
+        p *= NEXT[tokens[t - 1]][tokens[t]]
+    return p
+
+
+def greedy_by_hand(length):
+    tokens = [max(range(3), key=lambda x: START[x])]
+    while len(tokens) < length:
+        row = NEXT[tokens[-1]]
+        tokens.append(max(range(3), key=row.__getitem__))
+    return tokens
+
+
+@pytest.mark.parametrize("length", [2, 3, 4])
+def test_page_model_greedy_is_not_map(length):
+    model = page_model()
+    every = {seq: chain_rule(seq) for seq in itertools.product(range(3), repeat=length)}
     map_sequence = max(every, key=every.get)
-    assert map_sequence != (x1, x2, x3)  # the point of the example
+    greedy_tokens = greedy_by_hand(length)
+    assert map_sequence != tuple(greedy_tokens)  # the point of the example
+    assert START.index(max(START)) != map_sequence[0]  # the tempting first token is not the best start
 
-    greedy = greedy_decode(model, 3)
-    assert greedy.tokens == [x1, x2, x3]
-    assert math.exp(greedy.logprob) == pytest.approx(greedy_p, rel=1e-12)
-
-    assert beam_search(model, 3, beam_width=1).tokens == [x1, x2, x3]  # a beam of one is greedy
-    for decoder in (map_decode_bruteforce(model, 3), map_decode_dp(model, 3), beam_search(model, 3, beam_width=2)):
+    greedy = greedy_decode(model, length)
+    assert greedy.tokens == greedy_tokens
+    assert math.exp(greedy.logprob) == pytest.approx(every[tuple(greedy_tokens)], rel=1e-12)
+    assert beam_search(model, length, beam_width=1).tokens == greedy_tokens  # a beam of one is greedy
+    for decoder in (map_decode_bruteforce(model, length), map_decode_dp(model, length)):
         assert tuple(decoder.tokens) == map_sequence
         assert math.exp(decoder.logprob) == pytest.approx(every[map_sequence], rel=1e-12)
+
+
+@pytest.mark.parametrize("length", [1, 2, 4, 6])
+def test_viterbi_matches_brute_force_and_the_textbook(length):
+    tokens, probability, trellis, back_pointers = viterbi(START, NEXT, length)
+    every = {seq: chain_rule(seq) for seq in itertools.product(range(3), repeat=length)}
+    assert probability == pytest.approx(max(every.values()), rel=1e-12)
+    assert every[tuple(tokens)] == pytest.approx(probability, rel=1e-12)
+    textbook_path, textbook_logprob = textbook_viterbi(START, NEXT, length)
+    assert tokens == textbook_path and math.log(probability) == pytest.approx(textbook_logprob, rel=1e-12)
+    # trellis[t][x]: the best prefix of t + 1 tokens ending in x, by enumerating those prefixes.
+    for step, row in enumerate(trellis):
+        for x in range(3):
+            ending = [chain_rule(seq) for seq in itertools.product(range(3), repeat=step + 1) if seq[-1] == x]
+            assert row[x] == pytest.approx(max(ending), rel=1e-12)
+    assert len(back_pointers) == length - 1
+
+
+def test_viterbi_refuses_a_bad_length():
+    with pytest.raises(ValueError, match="length must be an integer >= 1, got 0"):
+        viterbi(START, NEXT, 0)
 
 
 # ---- MAP: DP against brute force and Viterbi -------------------------------------------------
@@ -145,17 +180,31 @@ def test_dp_order_one_is_textbook_viterbi(seed):
     assert result.logprob == pytest.approx(logprob, rel=1e-12)
 
 
+def pairs_by_listing_prefixes(vocab, length, order):
+    """Independent count: list every prefix of each length, keep the distinct last-k endings, times V."""
+    total = 0
+    for step in range(length):
+        window = min(step, order)
+        endings = {prefix[step - window :] for prefix in itertools.product(range(vocab), repeat=step)}
+        total += len(endings) * vocab
+    return total
+
+
 @pytest.mark.parametrize(
-    ("vocab", "length", "order"), [(2, 1, 1), (3, 6, 1), (3, 6, 2), (2, 8, 3), (4, 2, 3), (3, 5, 0)]
+    ("vocab", "length", "order"), [(2, 1, 1), (3, 6, 1), (3, 6, 2), (2, 8, 3), (4, 2, 3), (3, 5, 0), (2, 5, 4)]
 )
-def test_operation_counts_match_the_closed_form(vocab, length, order):
+def test_operation_counts_match_an_independent_count(vocab, length, order):
     model = MarkovModel.random(order, vocab, seed=1)
-    # Steps t >= k each score V^(k+1) (state, next token) pairs; the first k steps are the boundary
-    # terms V^1 + ... + V^k while the state is still filling up.
-    full_steps = max(0, length - order)
-    boundary = sum(vocab**j for j in range(1, min(order, length) + 1))
-    assert map_decode_dp(model, length).operations == full_steps * vocab ** (order + 1) + boundary
+    expected = pairs_by_listing_prefixes(vocab, length, order)
+    assert map_decode_dp(model, length).operations == expected
+    assert sum(dp_pairs_per_step(vocab, length, order)) == expected  # what the reader's checker uses
     assert map_decode_bruteforce(model, length).operations == length * vocab**length
+
+
+@pytest.mark.parametrize("arguments", [(0, 3, 1), (2, 0, 1), (2, 3, -1), (2, 3.0, 1)])
+def test_pair_count_refuses_bad_sizes(arguments):
+    with pytest.raises(ValueError, match="must be an integer"):
+        dp_pairs_per_step(*arguments)
 
 
 def test_dp_at_a_higher_order_gives_the_same_answer():
@@ -234,9 +283,9 @@ def test_perplexity_matches_transformers_loss(tiny_pair):
 
 
 def test_sequence_logprob_on_a_table_is_the_product_of_its_entries():
-    model = page_table_model()
-    assert math.exp(sequence_logprob(model, [0, 1, 0])) == pytest.approx(FIRST[0] * SECOND[0][1] * THIRD[0][1][0])
-    assert perplexity(model, [1, 0, 0]) == pytest.approx((FIRST[1] * SECOND[1][0] * THIRD[1][0][0]) ** (-1 / 3))
+    model = page_model()
+    assert math.exp(sequence_logprob(model, [0, 1, 0])) == pytest.approx(START[0] * NEXT[0][1] * NEXT[1][0])
+    assert perplexity(model, [1, 2, 2]) == pytest.approx((START[1] * NEXT[1][2] * NEXT[2][2]) ** (-1 / 3))
 
 
 # ---- tables and bad input --------------------------------------------------------------------
@@ -283,8 +332,9 @@ def test_row_tolerance_is_1e_9():
     ],
 )
 def test_bad_arguments_are_refused(call, error, message):
+    three_step_table = TableModel(MarkovModel.random(2, 2, seed=0).tables)  # knows only three steps
     with pytest.raises(error, match=message):
-        call(page_table_model())
+        call(three_step_table)
 
 
 def test_markov_order_must_be_known():
@@ -299,11 +349,20 @@ def test_committed_page_table_result_matches_exact_enumeration():
 
     record = json.loads((Path(__file__).parent.parent / "docs/results/decoding_page_table.json").read_text())
     values = record["values"]
-    names = "AB"
+    length = values["length"]
+    every = {seq: chain_rule(seq) for seq in itertools.product(range(3), repeat=length)}
+    assert len(values["rows"]) == len(every)
     for row in values["rows"]:
-        a, b, c = (names.index(ch) for ch in row["x1 x2 x3"].split())
-        assert row["p"] == pytest.approx(FIRST[a] * SECOND[a][b] * THIRD[a][b][c], abs=1e-6)
-    every = {(a, b, c): FIRST[a] * SECOND[a][b] * THIRD[a][b][c] for a in range(2) for b in range(2) for c in range(2)}
+        tokens = tuple(TOKENS.index(name) for name in row["sequence"].split())
+        assert row["p"] == pytest.approx(every[tokens], abs=1e-6)
     best = max(every, key=every.get)
-    assert values["map"]["sequence"] == " ".join(names[t] for t in best)
+    assert values["map"]["sequence"] == " ".join(TOKENS[t] for t in best)
     assert values["map"]["p"] == pytest.approx(every[best], abs=1e-6)
+    assert values["greedy"]["sequence"] == " ".join(TOKENS[t] for t in greedy_by_hand(length))
+
+    trellis = values["viterbi"]
+    every = {seq: chain_rule(seq) for seq in itertools.product(range(3), repeat=trellis["length"])}
+    best = max(every, key=every.get)
+    assert trellis["sequence"] == " ".join(TOKENS[t] for t in best)
+    assert trellis["p"] == pytest.approx(every[best], abs=1e-6)
+    assert len(trellis["rows"]) == trellis["length"]

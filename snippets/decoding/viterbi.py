@@ -1,82 +1,86 @@
-"""The k-th order dynamic program (Viterbi at k = 1) against brute force on a random model.
+"""Viterbi (the dynamic program for a first-order model) on the guides' model, checked by brute force.
 
-Run it: python viterbi.py. Change ORDER, VOCAB and LENGTH and watch the operation counts:
-the DP grows like T * V^(k+1), brute force like T * V^T.
+Run it: python viterbi.py. It prints the trellis: for each step t and each token x, the
+probability of the best prefix of t tokens that ends in x, and which token it came from.
+Change LENGTH, START or NEXT and run it again.
 """
 
 import itertools
-import os
+from collections.abc import Sequence
 
-import torch
+# >>> generated from inferlab/decoding/examples.py:page_model (python -m inferlab.snippetsync)
+# Three tokens, "X" = 0, "Y" = 1, "Z" = 2. The numbers are this site's own.
+TOKENS = ["X", "Y", "Z"]
+START = [0.5, 0.3, 0.2]  # p(x1): X is the most likely first token
+NEXT = [  # p(x_t+1 | x_t), one row per previous token; the same table at every step
+    [0.36, 0.34, 0.30],  # after X: three weak, nearly equal continuations
+    [0.05, 0.85, 0.10],  # after Y: one strong continuation, Y again
+    [0.25, 0.15, 0.60],  # after Z
+]
+# <<< generated
 
 
-# >>> generated from inferlab/decoding/search.py:map_dp (python -m inferlab.snippetsync)
-def kth_order_dp(log_conditional, length: int, order: int) -> tuple[list[int], float, int]:
-    """Return (best tokens, their log-probability, operations) for an order-k model; k = 1 is Viterbi.
+# >>> generated from inferlab/decoding/search.py:viterbi (python -m inferlab.snippetsync)
+def viterbi(
+    start: Sequence[float], transition: Sequence[Sequence[float]], length: int
+) -> tuple[list[int], float, list[list[float]], list[list[int]]]:
+    """Return (best tokens, their probability, trellis, back-pointers) of a first-order model by Viterbi.
 
-    ``log_conditional(step)`` gives log p(x_{step+1} | last m tokens) as a tensor of shape
-    (V,)*m + (V,) with m = min(step, order): axis i is the i-th context token, the last axis the
-    next token.
+    ``start[x]`` is p(x_1 = x) and ``transition[a][b]`` is p(x_t+1 = b | x_t = a). ``trellis[t][x]``
+    is the probability of the most probable prefix of t + 1 tokens that ends in x. (Long sequences
+    need log-probabilities, as ``map_decode_dp`` uses; four steps of a small table do not.)
     """
-    # delta[w] = best log-probability of any prefix whose last min(t, k) tokens are w.
-    delta = torch.zeros((), dtype=torch.float64)  # t = 0: the empty prefix has probability 1
-    back_pointers = []  # for each step t >= k: the best dropped token, for every new state
-    operations = 0
-    for step in range(length):
-        # scores[w, x] = delta[w] + log p(x | w): every (state, next token) pair, V^(m+1) of them.
-        scores = delta.unsqueeze(-1) + log_conditional(step)
-        operations += scores.numel()
-        if order == 0:  # no context: each token is chosen on its own
-            delta, best = scores.max(dim=0)
-            back_pointers.append(int(best))
-        elif step < order:  # the state still grows by one token: nothing to choose yet
-            delta = scores
-            back_pointers.append(None)
-        else:  # new state (w_2..w_k, x): keep the best over the oldest token w_1 that falls out
-            delta, best_oldest = scores.max(dim=0)
-            back_pointers.append(best_oldest)
-    if order == 0:
-        return back_pointers, float(delta), operations
-
-    # Read the best final state, then follow the back-pointers to recover the dropped tokens.
-    final_state = torch.unravel_index(delta.argmax(), delta.shape)
-    tokens = [int(t) for t in final_state]  # the last min(T, k) tokens
-    for step in range(length - 1, order - 1, -1):
-        state_after_step = tuple(tokens[:order])
-        tokens.insert(0, int(back_pointers[step][state_after_step]))
-    return tokens, float(delta.max()), operations
+    if isinstance(length, bool) or not isinstance(length, int) or length < 1:
+        raise ValueError(f"length must be an integer >= 1, got {length!r}")
+    vocab = range(len(start))
+    best = list(start)  # prefixes of one token: each token is its own best prefix
+    trellis, back_pointers = [best], []
+    for _ in range(length - 1):
+        came_from, extended = [], []
+        for nxt in vocab:
+            # All prefixes that end in `prev` face the same future, so only the best of them can
+            # lead the best sequence: extend that one, and keep the best over `prev`.
+            scores = [best[prev] * transition[prev][nxt] for prev in vocab]
+            winner = max(vocab, key=scores.__getitem__)
+            came_from.append(winner)
+            extended.append(scores[winner])
+        best = extended
+        trellis.append(best)
+        back_pointers.append(came_from)
+    # The best last token, then walk the back-pointers from the end to the start.
+    tokens = [max(vocab, key=best.__getitem__)]
+    for came_from in reversed(back_pointers):
+        tokens.insert(0, came_from[tokens[0]])
+    return tokens, best[tokens[-1]], trellis, back_pointers
 
 
 # <<< generated
 
 # --8<-- [start:demo]
-ORDER, VOCAB = 2, 3
-LENGTH = 6 if os.environ.get("INFERLAB_FAST") else 8
-generator = torch.Generator().manual_seed(0)
+LENGTH = 4
 
-# One random conditional table per context length: tables[m] has shape (V,)*m + (V,).
-tables = [torch.rand((VOCAB,) * (m + 1), generator=generator, dtype=torch.float64) for m in range(ORDER + 1)]
-tables = [t / t.sum(-1, keepdim=True) for t in tables]
-
-
-def log_conditional(step):
-    """log p(x_{step+1} | the last min(step, ORDER) tokens)."""
-    return tables[min(step, ORDER)].log()
-
-
-def brute_force(length):
-    """Score all V^T sequences; return the best and the number of table lookups."""
-    best, best_logp = None, -float("inf")
-    for seq in itertools.product(range(VOCAB), repeat=length):
-        logp = sum(log_conditional(t)[seq[max(0, t - ORDER) : t] + (seq[t],)] for t in range(length))
-        if logp > best_logp:
-            best, best_logp = list(seq), float(logp)
-    return best, best_logp, length * VOCAB**length
+tokens, probability, trellis, back_pointers = viterbi(START, NEXT, LENGTH)
+print("t  " + "".join(f"{name:>14}" for name in TOKENS))
+for step, best in enumerate(trellis):
+    cells = []
+    for token, p in enumerate(best):
+        came_from = f" <- {TOKENS[back_pointers[step - 1][token]]}" if step else ""
+        cells.append(f"{p:.4f}{came_from}")
+    print(f"{step + 1}  " + "".join(f"{cell:>14}" for cell in cells))
+print("Viterbi:", " ".join(TOKENS[t] for t in tokens), f"p = {probability:.6f}")
 
 
-for length in range(1, LENGTH + 1):
-    dp_tokens, dp_logp, dp_ops = kth_order_dp(log_conditional, length, ORDER)
-    bf_tokens, bf_logp, bf_ops = brute_force(length)
-    assert abs(dp_logp - bf_logp) < 1e-9, (dp_logp, bf_logp)
-    print(f"T={length}: best log p = {dp_logp:.4f}  DP operations = {dp_ops:5d}  brute force = {bf_ops:6d}")
+def joint(sequence):
+    """p(x1, ..., xT) by the chain rule of the first-order model."""
+    p = START[sequence[0]]
+    for t in range(1, len(sequence)):
+        p *= NEXT[sequence[t - 1]][sequence[t]]
+    return p
+
+
+# Brute force: score all V^T sequences and keep the best. Viterbi must find the same probability.
+every = {sequence: joint(sequence) for sequence in itertools.product(range(len(TOKENS)), repeat=LENGTH)}
+best = max(every, key=every.get)
+assert abs(every[best] - probability) < 1e-12, (every[best], probability)
+print("brute force over", len(every), "sequences:", " ".join(TOKENS[t] for t in best), f"p = {every[best]:.6f}")
 # --8<-- [end:demo]

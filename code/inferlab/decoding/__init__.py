@@ -27,7 +27,7 @@ __all__ = [
     "top_p_filter",
 ]
 
-from inferlab.decoding.examples import page_table_model
+from inferlab.decoding.examples import page_model
 from inferlab.decoding.search import (
     Decoded,
     beam_search,
@@ -50,7 +50,7 @@ __all__ += [
     "greedy_decode",
     "map_decode_bruteforce",
     "map_decode_dp",
-    "page_table_model",
+    "page_model",
     "perplexity",
     "sequence_logprob",
     "token_logprobs",

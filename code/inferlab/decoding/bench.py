@@ -7,7 +7,8 @@
     python -m inferlab.decoding.bench --placeholders       # "not measured yet" files until a model exists
 
 Result files (docs/results/) and figures (docs/figures/decoding/):
-    decoding_page_table.json        the guides' table: every sequence, greedy, beam, MAP      (no model)
+    decoding_page_table.json        the guides' model: every sequence, greedy, beam, MAP,     (no model)
+                                    and its Viterbi trellis
     decoding_dp_vs_bruteforce.json  operations and time vs T, DP vs brute force               (no model)
         + dp_vs_bruteforce.png
     decoding_sampling_shapes.json   one next-token distribution of the target, reshaped by
@@ -30,16 +31,17 @@ import torch
 from tqdm import tqdm
 
 from inferlab.bench import results_dir, time_call, write_result
-from inferlab.decoding.examples import page_table_model
+from inferlab.decoding.examples import GREEDY_PAGE_LENGTH, NEXT, START, VITERBI_PAGE_LENGTH, page_model
 from inferlab.decoding.sampling import distinct_n, filtered_probs, sample_next
 from inferlab.decoding.search import (
     beam_search,
-    dp_operations,
+    dp_pairs_per_step,
     enumerate_sequences,
     greedy_decode,
     map_decode_bruteforce,
     map_decode_dp,
     token_logprobs,
+    viterbi,
 )
 from inferlab.decoding.tables import MarkovModel
 
@@ -117,41 +119,70 @@ def markdown_cell(text: str) -> str:
     return text.replace("<", "&lt;").replace(">", "&gt;")
 
 
-# ------------------------------------------------------------------ the guides' table (no model)
+# ------------------------------------------------------------------ the guides' model (no model download)
 
 
 def run_table() -> Path:
-    model = page_table_model()
-    greedy = greedy_decode(model, 3)
-    best = map_decode_bruteforce(model, 3)
-    beam = beam_search(model, 3, beam_width=2)
+    """Write decoding_page_table.json: the guides' model decoded every way, and its Viterbi trellis."""
+    model = page_model()
+    length = GREEDY_PAGE_LENGTH
+    greedy = greedy_decode(model, length)
+    best = map_decode_bruteforce(model, length)
+    beam = beam_search(model, length, beam_width=2)
     rows = []
-    for tokens, logprob in enumerate_sequences(model, 3):
+    for tokens, logprob in enumerate_sequences(model, length):
         found_by = (("greedy", greedy.tokens), ("beam 2", beam.tokens), ("MAP", best.tokens))
         marks = [name for name, found in found_by if found == tokens]
         rows.append(
             {
-                "x1 x2 x3": " ".join(model.names[t] for t in tokens),
+                "sequence": " ".join(model.names[t] for t in tokens),
                 "p": round(math.exp(logprob), 6),
                 "log p": round(logprob, 4),
                 "found by": ", ".join(marks) or "-",
             }
         )
 
-    def summary(result):
-        return {"sequence": " ".join(model.names[t] for t in result.tokens), "p": round(math.exp(result.logprob), 6)}
+    def summary(tokens: list[int], probability: float) -> dict:
+        return {"sequence": " ".join(model.names[t] for t in tokens), "p": round(probability, 6)}
 
     return save(
         "decoding_page_table",
         {
+            "length": length,
             "rows": rows,
-            "greedy": summary(greedy),
-            "map": summary(best),
-            "beam2": summary(beam),
+            "greedy": summary(greedy.tokens, math.exp(greedy.logprob)),
+            "map": summary(best.tokens, math.exp(best.logprob)),
+            "beam2": summary(beam.tokens, math.exp(beam.logprob)),
             "map_over_greedy": round(math.exp(best.logprob - greedy.logprob), 4),
-            "first_step_greedy_p": round(float(model.tables[0].max()), 4),
+            "first_step_greedy_p": round(max(START), 4),
+            "viterbi": viterbi_values(model),
         },
     )
+
+
+def viterbi_values(model) -> dict:
+    """Return the Viterbi trellis of the guides' model, one row per step, checked against map_decode_dp."""
+    length = VITERBI_PAGE_LENGTH
+    tokens, probability, trellis, back_pointers = viterbi(START, NEXT, length)
+    dp = map_decode_dp(model, length)
+    if dp.tokens != tokens or not math.isclose(math.exp(dp.logprob), probability, rel_tol=1e-12):
+        raise RuntimeError(f"viterbi and map_decode_dp disagree: {tokens} vs {dp.tokens}")
+    greedy = greedy_decode(model, length)
+    rows = []
+    for step, best in enumerate(trellis):
+        row = {"t": step + 1}
+        for token, name in enumerate(model.names):
+            came_from = f" ← {model.names[back_pointers[step - 1][token]]}" if step else ""
+            row[name] = f"{best[token]:.4g}{came_from}"
+        rows.append(row)
+    return {
+        "length": length,
+        "rows": rows,
+        "sequence": " ".join(model.names[t] for t in tokens),
+        "p": round(probability, 6),
+        "greedy_sequence": " ".join(model.names[t] for t in greedy.tokens),
+        "greedy_p": round(math.exp(greedy.logprob), 6),
+    }
 
 
 # ------------------------------------------------------------------ DP vs brute force (no model)
@@ -192,7 +223,9 @@ def run_dp(quick: bool) -> Path:
         "largest_T": last["T"],
         "ops_ratio": round(last["brute-force operations"] / last["DP operations"], 1),
         "time_ratio": round(last["brute-force ms"] / last["DP ms"], 1),
-        "dp_closed_form_matches": all(r["DP operations"] == dp_operations(vocab, r["T"], order) for r in rows),
+        "dp_count_matches_states": all(
+            r["DP operations"] == sum(dp_pairs_per_step(vocab, r["T"], order)) for r in rows
+        ),
     }
     path = save("decoding_dp_vs_bruteforce", values)
     plot_dp(rows, vocab, order)
@@ -203,8 +236,8 @@ def plot_dp(rows: list[dict], vocab: int, order: int) -> None:
     plt = pyplot()
     lengths = [r["T"] for r in rows]
     fig, (ops_ax, time_ax) = plt.subplots(1, 2, figsize=(9, 3.6))
-    ops_ax.semilogy(lengths, [r["brute-force operations"] for r in rows], "o-", label="brute force: T·V^T")
-    ops_ax.semilogy(lengths, [r["DP operations"] for r in rows], "s-", label=f"DP: ≈ T·V^(k+1), k={order}")
+    ops_ax.semilogy(lengths, [r["brute-force operations"] for r in rows], "o-", label="brute force")
+    ops_ax.semilogy(lengths, [r["DP operations"] for r in rows], "s-", label=f"DP, order k={order}")
     ops_ax.set(xlabel="T (tokens)", ylabel="operations (log scale)", title=f"Operations, V={vocab}")
     time_ax.semilogy(lengths, [r["brute-force ms"] for r in rows], "o-", label="brute force")
     time_ax.semilogy(lengths, [r["DP ms"] for r in rows], "s-", label="DP")

@@ -4,7 +4,7 @@ MAP decoding asks for the single most probable sequence, argmax over x_1..x_T of
 Greedy decoding takes the most probable *next* token at every step, which is not the same thing:
 an early choice that looks best can lead into a branch whose later tokens are all unlikely. Brute
 force finds the MAP sequence by scoring all V^T sequences; for a model of order k, dynamic
-programming (Viterbi at k = 1) finds it with about T * V^(k+1) operations.
+programming over the last k tokens (Viterbi at k = 1) finds it in time linear in T.
 
 Every function takes a logits function (``inferlab.models.as_logits_fn``) or a Hugging Face model.
 ``prompt`` is a list of token ids to continue; a table model starts from its start symbol when
@@ -180,7 +180,45 @@ def map_decode_bruteforce(
 # --8<-- [end:brute_force]
 
 
-# --8<-- [start:map_dp]
+# --8<-- [start:viterbi]
+def viterbi(
+    start: Sequence[float], transition: Sequence[Sequence[float]], length: int
+) -> tuple[list[int], float, list[list[float]], list[list[int]]]:
+    """Return (best tokens, their probability, trellis, back-pointers) of a first-order model by Viterbi.
+
+    ``start[x]`` is p(x_1 = x) and ``transition[a][b]`` is p(x_t+1 = b | x_t = a). ``trellis[t][x]``
+    is the probability of the most probable prefix of t + 1 tokens that ends in x. (Long sequences
+    need log-probabilities, as ``map_decode_dp`` uses; four steps of a small table do not.)
+    """
+    if isinstance(length, bool) or not isinstance(length, int) or length < 1:
+        raise ValueError(f"length must be an integer >= 1, got {length!r}")
+    vocab = range(len(start))
+    best = list(start)  # prefixes of one token: each token is its own best prefix
+    trellis, back_pointers = [best], []
+    for _ in range(length - 1):
+        came_from, extended = [], []
+        for nxt in vocab:
+            # All prefixes that end in `prev` face the same future, so only the best of them can
+            # lead the best sequence: extend that one, and keep the best over `prev`.
+            scores = [best[prev] * transition[prev][nxt] for prev in vocab]
+            winner = max(vocab, key=scores.__getitem__)
+            came_from.append(winner)
+            extended.append(scores[winner])
+        best = extended
+        trellis.append(best)
+        back_pointers.append(came_from)
+    # The best last token, then walk the back-pointers from the end to the start.
+    tokens = [max(vocab, key=best.__getitem__)]
+    for came_from in reversed(back_pointers):
+        tokens.insert(0, came_from[tokens[0]])
+    return tokens, best[tokens[-1]], trellis, back_pointers
+
+
+# --8<-- [end:viterbi]
+
+
+# Any order k, used by map_decode_dp. The guides teach k = 1 (viterbi above) and leave the
+# general recursion, and its cost, to the reader: see docs/decoding/map-dp.md.
 def kth_order_dp(log_conditional, length: int, order: int) -> tuple[list[int], float, int]:
     """Return (best tokens, their log-probability, operations) for an order-k model; k = 1 is Viterbi.
 
@@ -193,7 +231,7 @@ def kth_order_dp(log_conditional, length: int, order: int) -> tuple[list[int], f
     back_pointers = []  # for each step t >= k: the best dropped token, for every new state
     operations = 0
     for step in range(length):
-        # scores[w, x] = delta[w] + log p(x | w): every (state, next token) pair, V^(m+1) of them.
+        # scores[w, x] = delta[w] + log p(x | w): every (state, next token) pair, each one operation.
         scores = delta.unsqueeze(-1) + log_conditional(step)
         operations += scores.numel()
         if order == 0:  # no context: each token is chosen on its own
@@ -217,9 +255,6 @@ def kth_order_dp(log_conditional, length: int, order: int) -> tuple[list[int], f
     return tokens, float(delta.max()), operations
 
 
-# --8<-- [end:map_dp]
-
-
 def map_decode_dp(model: Any, length: int, order: int | None = None) -> Decoded:
     """Return the most probable sequence of a k-th order model by dynamic programming (k = 1: Viterbi)."""
     check_length(length)
@@ -240,6 +275,24 @@ def map_decode_dp(model: Any, length: int, order: int | None = None) -> Decoded:
     return Decoded(tokens, logprob, operations)
 
 
-def dp_operations(vocab: int, length: int, order: int) -> int:
-    """Return the closed-form operation count of :func:`map_decode_dp`: sum_t V^(min(t, k) + 1)."""
-    return sum(vocab ** (min(step, order) + 1) for step in range(length))
+# --8<-- [start:count_pairs]
+def dp_pairs_per_step(vocab: int, length: int, order: int) -> list[int]:
+    """Return how many (state, next token) pairs an order-k DP scores at each step, found by following its states.
+
+    The state is the last min(t, k) tokens of the prefix. Appending every token to every state the
+    DP can be in, and keeping the last k tokens, gives the states of the next step. No formula is
+    involved: this is what a reader's own formula is checked against.
+    """
+    for name, value, least in (("vocab", vocab, 1), ("length", length, 1), ("order", order, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
+    states = {()}  # before the first token: a single state, the empty prefix
+    pairs_per_step = []
+    for _ in range(length):
+        pairs_per_step.append(len(states) * vocab)  # each state is scored once per next token
+        extended = ((*state, token) for state in states for token in range(vocab))
+        states = {window[max(0, len(window) - order) :] for window in extended}
+    return pairs_per_step
+
+
+# --8<-- [end:count_pairs]
