@@ -66,6 +66,34 @@ def test_top_p_keeps_smallest_set_reaching_p():
     assert kept.tolist() == [[True, True, False, False]]  # 0.5 + 0.3 = 0.8 is the first to reach 0.75
 
 
+# Exact ties at the boundary. Random top_p values never land exactly on a cumulative sum, so the
+# "<=" against "<" choice is only visible here. Four or eight equal logits give probabilities
+# 1/4 or 1/8 and cumulative sums that are exact in binary floating point.
+@pytest.mark.parametrize("vocab", [4, 8])
+@pytest.mark.parametrize("top_p", [0.125, 0.25, 0.5, 0.75, 0.875])
+def test_top_p_on_equal_logits_keeps_exactly_enough_tokens_to_reach_p(vocab, top_p):
+    logits = torch.zeros(1, vocab)
+    ours = filter_logits(logits, top_p=top_p)
+    assert torch.equal(ours, hf_filter(logits, top_p=top_p))
+    # Each token holds 1/vocab: the smallest set reaching p has ceil(p * vocab) tokens (at least one).
+    assert torch.isfinite(ours).sum().item() == max(1, math.ceil(top_p * vocab))
+
+
+def test_top_p_boundary_tie_in_a_peaked_distribution():
+    # Probabilities 1/2, 1/4, 1/8, 1/8: top_p = 3/4 is reached exactly by the first two tokens.
+    logits = torch.tensor([[0.5, 0.25, 0.125, 0.125]]).log()
+    kept = torch.isfinite(filter_logits(logits, top_p=0.75))
+    assert kept.tolist() == [[True, True, False, False]]
+    assert torch.equal(filter_logits(logits, top_p=0.75), hf_filter(logits, top_p=0.75))
+
+
+@pytest.mark.parametrize("top_k", [1, 2, 3, 4, 5])
+def test_top_k_on_tied_logits_matches_transformers(top_k):
+    # Rows with every value tied, and ties that straddle the k-th place.
+    logits = torch.tensor([[1.0, 1.0, 1.0, 1.0, 1.0], [2.0, 1.0, 1.0, 1.0, 0.0], [3.0, 3.0, 2.0, 2.0, 2.0]])
+    assert torch.equal(filter_logits(logits, top_k=top_k), hf_filter(logits, top_k=top_k))
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [

@@ -157,6 +157,41 @@ def test_naive_cached_and_transformers_generate_agree(T, k):
     assert torch.equal(generate_cached(decoder, ids, k).tokens, reference)
 
 
+@pytest.mark.parametrize("kv_heads", [2, 1], ids=["gqa", "mqa"])
+def test_logits_along_a_whole_generation_match_transformers(kv_heads):
+    """Prefill and every decode step give transformers' own logits, not just the same argmax.
+
+    Greedy tokens on a small random model survive small errors (stale rotary angles, say, shift
+    the logits by 1e-2 without changing the argmax), so each step's logits are compared.
+    """
+    model = llama(heads=4, kv_heads=kv_heads, layers=2, seed=3)
+    decoder = LlamaDecoder.from_pretrained(model)
+    prompt, steps = torch.randint(0, 61, (2, 7)), 12
+    model.generation_config.eos_token_id = None
+    with torch.no_grad():
+        reference = model.generate(
+            prompt,
+            attention_mask=torch.ones_like(prompt),
+            max_new_tokens=steps,
+            do_sample=False,
+            pad_token_id=0,
+            output_logits=True,
+            return_dict_in_generate=True,
+        )
+    generated = reference.sequences[:, prompt.shape[1] :]
+    cache = KVCache(decoder, batch=2, max_tokens=prompt.shape[1] + steps)
+    with torch.no_grad():
+        ours = [forward_with_cache(decoder, cache, prompt)]  # prefill
+        for step in range(steps - 1):  # decode: feed transformers' own token, one per step
+            ours.append(forward_with_cache(decoder, cache, generated[:, step : step + 1]))
+        for step, (mine, theirs) in enumerate(zip(ours, reference.logits, strict=True)):
+            assert (mine - theirs).abs().max().item() < 1e-4, f"step {step}"
+        # The naive loop recomputes everything; its last-position logits must agree too.
+        for step in range(steps):
+            ids = reference.sequences[:, : prompt.shape[1] + step]
+            assert (decoder(ids)[:, -1] - reference.logits[step]).abs().max().item() < 1e-4, f"naive step {step}"
+
+
 def test_appended_token_leaves_earlier_keys_unchanged_only_when_causal():
     decoder = LlamaDecoder.from_pretrained(llama(layers=3))
     prefix = torch.randint(0, 61, (1, 10))
