@@ -124,3 +124,56 @@ def test_engine_matches_generate_on_the_bundled_target(bundled_pair):
     expected = [hf_greedy(target, p, 8) for p in prompts]
     assert [r.output_ids for r in engine.run(prompts, 8)] == expected
     assert [r.output_ids for r in engine.run(prompts, 8)] == expected  # now mostly from the prefix cache
+
+
+# ----------------------------------------------------------------------------------------------
+# Preemption: what is recomputed when a request comes back.
+
+
+def record_prefills(engine):
+    """Wrap the engine's forward pass; return {request id: [positions of each prefill it ran]}."""
+    prefills, forward = {}, engine._forward
+
+    def recording_forward(tokens, positions, slots, rows):
+        for request, first, count in rows:
+            if not request.prefilled:  # a (re)admitted request: its uncached tokens
+                prefills.setdefault(request.request_id, []).append(positions[first : first + count])
+        return forward(tokens, positions, slots, rows)
+
+    engine._forward = recording_forward
+    return prefills
+
+
+LONG, SHORT = list(range(10, 17)), list(range(30, 36))  # 7 and 6 tokens: two blocks of 4 each
+
+
+def test_a_preempted_request_recomputes_only_what_fell_out_of_the_cache(tiny_pair):
+    # Four blocks of 4 tokens, two requests of two blocks each. At the third step LONG needs a
+    # third block for position 8: none is free, so SHORT (the youngest) is preempted and its
+    # blocks go back to the free queue, the full first block (positions 0-3) still cached. LONG
+    # takes only SHORT's partial block, so when SHORT returns with 6 + 2 = 8 tokens of context,
+    # positions 0-3 are served from the cache and only 4-7 are recomputed.
+    model = tiny_pair[0]
+    engine = MiniEngine(model, num_blocks=4, block_size=4, max_batch_size=2)
+    prefills = record_prefills(engine)
+    long, short = engine.run([LONG, SHORT], 6)
+    assert engine.num_preemptions == 1
+    assert [long.output_ids, short.output_ids] == [hf_greedy(model, LONG, 6), hf_greedy(model, SHORT, 6)]
+    assert prefills[long.request_id] == [list(range(0, 7))]
+    assert prefills[short.request_id] == [list(range(0, 6)), list(range(4, 8))]
+
+
+def test_a_prefix_evicted_while_its_request_waits_is_recomputed(tiny_pair):
+    # SHORT's first block is cached by an earlier run, so its first admission computes only
+    # positions 4-5. Preempted as above, it then waits while LONG (8 new tokens, 14 positions,
+    # four blocks) takes every block, evicting that cached first block. Back in the batch, SHORT
+    # finds nothing cached and must recompute all 8 positions of its context, 0-7, not resume at
+    # the 4 tokens its first admission found.
+    model = tiny_pair[0]
+    engine = MiniEngine(model, num_blocks=4, block_size=4, max_batch_size=2)
+    engine.run([SHORT], 1)
+    prefills = record_prefills(engine)
+    long, short = engine.run([LONG, SHORT], 8)
+    assert short.cached_tokens == 4 and engine.num_preemptions == 1
+    assert [long.output_ids, short.output_ids] == [hf_greedy(model, LONG, 8), hf_greedy(model, SHORT, 8)]
+    assert prefills[short.request_id] == [list(range(4, 6)), list(range(0, 8))]
