@@ -1,0 +1,151 @@
+"""inferlab.bench: the timing harness and the result files every number on the site comes from."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+import inferlab
+from inferlab import bench
+
+
+class FakeClock:
+    """A perf_counter that moves only when a timed function "runs" for a scripted duration."""
+
+    def __init__(self, durations):
+        self.now = 100.0
+        self.durations = list(durations)
+        self.calls = 0
+
+    def perf_counter(self):
+        return self.now
+
+    def work(self):
+        self.calls += 1
+        self.now += self.durations.pop(0)
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    def install(durations):
+        fake = FakeClock(durations)
+        monkeypatch.setattr(bench, "time", SimpleNamespace(perf_counter=fake.perf_counter))
+        return fake
+
+    return install
+
+
+def test_time_call_reports_the_median_and_the_spread_of_the_timed_runs(clock):
+    # Two warm-up calls (500 s each, never counted), then five timed ones: median 3, not the mean 4.
+    fake = clock([500, 500, 3, 1, 2, 10, 4])
+    assert bench.time_call(fake.work, repeat=5, warmup=2) == {"median_s": 3, "min_s": 1, "max_s": 10}
+    assert fake.calls == 7
+
+
+def test_time_call_median_of_an_even_count_is_the_midpoint(clock):
+    fake = clock([1, 2, 3, 10])
+    assert bench.time_call(fake.work, repeat=4, warmup=0)["median_s"] == pytest.approx(2.5)
+
+
+def test_time_interleaved_runs_round_robin_and_times_each_callable_apart(clock):
+    order = []
+    fake = clock([9, 9, 1, 50, 3, 60, 2, 70])  # 2 warm-ups, then a, b, a, b, a, b
+
+    def timed(name):
+        def run():
+            order.append(name)
+            fake.work()
+
+        return run
+
+    stats = bench.time_interleaved({"a": timed("a"), "b": timed("b")}, repeat=3, warmup=1)
+    assert order == ["a", "b", "a", "b", "a", "b", "a", "b"]
+    assert stats == {
+        "a": {"median_s": 2, "min_s": 1, "max_s": 3},
+        "b": {"median_s": 60, "min_s": 50, "max_s": 70},
+    }
+
+
+@pytest.mark.parametrize("timer", [bench.time_call, lambda fn, **kw: bench.time_interleaved({"f": fn}, **kw)])
+@pytest.mark.parametrize(("kwargs", "word"), [({"repeat": 0}, "repeat"), ({"warmup": -1}, "warmup")])
+def test_bad_repeat_or_warmup_is_refused_before_any_call(timer, kwargs, word):
+    calls = []
+    with pytest.raises(ValueError, match=word):
+        timer(lambda: calls.append(1), **kwargs)
+    assert calls == []
+
+
+@pytest.fixture
+def results(tmp_path, monkeypatch):
+    folder = tmp_path / "results"
+    monkeypatch.setenv(bench.RESULTS_ENV, str(folder))
+    return folder
+
+
+def test_a_result_round_trips_with_its_provenance(results):
+    values = {"ratio": 0.25, "rows": [{"n": 1, "t": 2.5}], "label": "naïve 快取"}
+    path = bench.write_result("demo_result", values, command="python -m demo --quick")
+    assert path == results / "demo_result.json"
+    record = json.loads(path.read_text(encoding="utf-8"))
+    assert record == bench.read_result("demo_result")
+    assert record["name"] == "demo_result" and record["values"] == values
+    provenance = record["provenance"]
+    assert provenance["command"] == "python -m demo --quick"
+    assert provenance["versions"]["torch"] == torch.__version__
+    assert provenance["versions"]["inferlab"] == inferlab.__version__
+    assert provenance["versions"]["python"] == platform.python_version()
+    written = dt.datetime.strptime(provenance["date"], "%Y-%m-%d %H:%M UTC").replace(tzinfo=dt.timezone.utc)
+    assert abs(dt.datetime.now(dt.timezone.utc) - written) < dt.timedelta(minutes=5)
+    assert provenance["device"] == bench.device_description()
+
+
+def test_the_default_command_is_the_running_program(results, monkeypatch):
+    monkeypatch.setattr(bench.sys, "argv", ["-m", "inferlab.kvcache.bench", "--quick"])
+    bench.write_result("demo_command", {"x": 1})
+    assert bench.read_result("demo_command")["provenance"]["command"] == "python -m inferlab.kvcache.bench --quick"
+
+
+def test_a_missing_result_file_is_an_error_naming_it(results):
+    with pytest.raises(FileNotFoundError, match="never_written"):
+        bench.read_result("never_written")
+
+
+@pytest.mark.parametrize("name", ["", "../escaped", "sub/escaped", ".hidden", "/tmp/escaped"])
+def test_names_that_are_not_plain_file_stems_are_refused(results, name):
+    with pytest.raises(ValueError, match="name"):
+        bench.write_result(name, {"x": 1})
+    written = [p for p in results.parent.rglob("*") if p.is_file()]
+    assert written == [] and not os.path.exists("/tmp/escaped.json")
+
+
+def test_a_failed_write_leaves_the_previous_file_whole(results):
+    bench.write_result("kept", {"speedup": 2.0})
+    before = (results / "kept.json").read_bytes()
+    with pytest.raises((TypeError, ValueError)):
+        bench.write_result("kept", {"speedup": 3.0, "zzz_last": object()})  # not JSON: fails mid-record
+    assert (results / "kept.json").read_bytes() == before
+    assert sorted(p.name for p in results.iterdir()) == ["kept.json"]  # no half-written leftovers
+
+
+def test_results_dir_prefers_the_environment_then_the_checkout(tmp_path, monkeypatch):
+    monkeypatch.setenv(bench.RESULTS_ENV, str(tmp_path / "elsewhere"))
+    assert bench.results_dir() == tmp_path / "elsewhere"
+    monkeypatch.delenv(bench.RESULTS_ENV)
+    (tmp_path / "mkdocs.yml").write_text("site_name: x\n")
+    (tmp_path / "docs" / "sub").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "docs" / "sub")  # found by searching up from the working directory
+    assert bench.results_dir() == tmp_path / "docs" / "results"
+
+
+def test_device_description_names_the_gpu_or_the_cpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert bench.device_description().startswith("CPU: ") and f"{os.cpu_count()} cores" in bench.device_description()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=0: "Tesla T4")
+    assert bench.device_description() == "GPU: Tesla T4"
