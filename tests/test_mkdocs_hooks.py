@@ -65,6 +65,144 @@ def test_missing_results_fail_the_build(results, marker):
         render(marker)
 
 
+@pytest.mark.parametrize(
+    ("marker", "words"),
+    [
+        ("{{result nope ratio}}", ["nope.json"]),
+        ("{{provenance nope}}", ["nope.json"]),
+        ("{{result demo missing}}", ["demo", "missing"]),
+        ("{{result demo rows.7.t}}", ["demo", "rows.7.t"]),
+        ("{{table demo ratio}}", ["demo", "ratio"]),
+        ("{{result demo}}", ["x/page.md", "result NAME KEY"]),
+        ("{{result demo ratio .2f extra}}", ["x/page.md", "result NAME KEY"]),
+    ],
+)
+def test_build_errors_name_the_file_and_the_key(results, marker, words):
+    # A strict build that fails must say what to fix: a bare "some PluginError" is not enough.
+    with pytest.raises(PluginError) as error:
+        render(marker)
+    for word in words:
+        assert word in str(error.value), f"{word!r} missing from {error.value}"
+
+
+def test_floats_default_to_four_significant_digits_and_integers_stay_whole(results):
+    assert render("{{result demo ratio}} {{result demo count}} {{result demo rows.0.n}}") == "0.1235 1234567 1"
+
+
+def test_table_keeps_the_first_records_columns_and_leaves_missing_cells_blank(results, tmp_path):
+    record = {**RECORD, "name": "ragged", "values": {"rows": [{"a": 1, "b": 0.5}, {"a": 2}, {"b": 3.0, "c": 9}]}}
+    (tmp_path / "ragged.json").write_text(json.dumps(record))
+    assert render("{{table ragged rows}}").splitlines() == [
+        "| a | b |",
+        "|---|---|",
+        "| 1 | 0.5 |",
+        "| 2 |  |",
+        "|  | 3 |",
+    ]
+
+
+def test_provenance_box_lists_every_field_in_both_languages(results):
+    english = render("{{provenance demo}}")
+    assert english.splitlines() == [
+        '??? info "How this was measured"',
+        "    - Result file: `docs/results/demo.json`",
+        "    - Command: `python -m demo`",
+        "    - Device: CPU: test",
+        "    - Versions: torch 9",
+        "    - Date: 2026-01-01 00:00 UTC",
+    ]
+    chinese = render("{{provenance demo}}", "x/page.zh-TW.md").splitlines()
+    assert [line.split(":")[0] for line in chinese[1:]] == [
+        "    - 結果檔",
+        "    - 指令",
+        "    - 裝置",
+        "    - 版本",
+        "    - 日期",
+    ]
+
+
+# ----------------------------------------------------------------------------------------------
+# Language links: each page's language menu leads to its own twin, relatively.
+
+SITE = "https://example.org/llm-fast-inference/"  # a sub-path, as on GitHub Pages
+MATERIAL_HTML = (
+    '<head><link rel="alternate" href="/" hreflang="en">\n'
+    '<link rel="alternate" href="/zh-TW/" hreflang="zh-TW"></head>'
+    '<a href="/" hreflang="en" class="md-select__link">English</a>'
+    '<a href="/zh-TW/" hreflang="zh-TW" class="md-select__link">繁體中文</a>'
+    '<a href="../other/">unrelated</a>'
+)
+
+
+def language_links(url: str) -> dict[str, str]:
+    """Return {language: absolute URL its menu entry leads to} after the hook, as a browser resolves it."""
+    import re
+    from urllib.parse import urljoin
+
+    out = mkdocs_hooks.on_post_page(MATERIAL_HTML, SimpleNamespace(url=url), None)
+    assert 'rel="alternate"' not in out  # head alternates go (Material would fetch <root>/sitemap.xml)
+    assert '<a href="../other/">unrelated</a>' in out  # other links are left alone
+    return {lang: urljoin(SITE + url, href) for href, lang in re.findall(r'href="([^"]*)" hreflang="([^"]*)"', out)}
+
+
+@pytest.mark.parametrize(
+    ("url", "english"),
+    [("", ""), ("decoding/greedy-vs-map/", "decoding/greedy-vs-map/"), ("labs/kvcache/", "labs/kvcache/")],
+)
+def test_language_menu_leads_to_the_same_page_in_each_language(url, english):
+    expected = {"en": SITE + english, "zh-TW": SITE + "zh-TW/" + english}
+    assert language_links(url) == expected  # from the English page
+    assert language_links("zh-TW/" + url) == expected  # from its zh-TW twin
+
+
+def test_language_links_are_relative_so_the_site_works_under_any_sub_path():
+    out = mkdocs_hooks.on_post_page(MATERIAL_HTML, SimpleNamespace(url="zh-TW/paged/engine/"), None)
+    assert 'href="../../../paged/engine/" hreflang="en"' in out
+    assert 'href="./" hreflang="zh-TW"' in out
+
+
+# ----------------------------------------------------------------------------------------------
+# The content hook: glossary links point at the glossary of the page's own language.
+
+
+@pytest.mark.parametrize(
+    ("src_uri", "url", "html", "glossary"),
+    [
+        ("kvcache/kv-cache.md", "kvcache/kv-cache/", "<p>The KV cache grows.</p>", "glossary/"),
+        ("kvcache/kv-cache.zh-TW.md", "zh-TW/kvcache/kv-cache/", "<p>KV 快取會變大。</p>", "zh-TW/glossary/"),
+        ("index.md", "", "<p>The KV cache grows.</p>", "glossary/"),
+    ],
+)
+def test_page_content_links_terms_to_the_glossary_in_the_page_language(src_uri, url, html, glossary):
+    from urllib.parse import urljoin
+
+    page = SimpleNamespace(url=url, file=SimpleNamespace(src_uri=src_uri))
+    out = mkdocs_hooks.on_page_content(html, page, {"docs_dir": str(ROOT / "docs")}, None)
+    (href, _), *_ = links(out)
+    assert urljoin(SITE + url, href) == SITE + glossary + "#term-kv-cache"
+
+
+def test_glossary_page_gets_row_anchors_and_notebooks_are_left_alone():
+    table = "<table><tr>\n<td>KV cache</td><td>x</td></tr></table>"
+    glossary = SimpleNamespace(url="glossary/", file=SimpleNamespace(src_uri="glossary.md"))
+    assert 'id="term-kv-cache"' in mkdocs_hooks.on_page_content(table, glossary, {"docs_dir": str(ROOT / "docs")}, None)
+    notebook = SimpleNamespace(url="labs/x/", file=SimpleNamespace(src_uri="labs/x.ipynb"))
+    html = "<p>The KV cache grows.</p>"
+    assert mkdocs_hooks.on_page_content(html, notebook, {"docs_dir": str(ROOT / "docs")}, None) == html
+
+
+def test_post_build_keeps_every_cached_notebook_of_both_languages(tmp_path):
+    for name in ("en.json", "zh.json", "notes.txt"):
+        (tmp_path / name).write_text("{}")
+    jupyter = SimpleNamespace(config={"cache": True, "cache_dir": str(tmp_path)}, _used_cache_paths=set())
+    config = SimpleNamespace(plugins={"mkdocs-jupyter": jupyter})
+    mkdocs_hooks.on_post_build(config)
+    assert jupyter._used_cache_paths == {tmp_path / "en.json", tmp_path / "zh.json"}
+    jupyter.config["cache"], jupyter._used_cache_paths = False, set()
+    mkdocs_hooks.on_post_build(config)
+    assert jupyter._used_cache_paths == set()
+
+
 # ----------------------------------------------------------------------------------------------
 # Glossary links: the first prose use of each term links to its row in the glossary.
 
