@@ -7,7 +7,7 @@
 Result files (docs/results/):
     flash_memory_cpu.json   peak memory of the tiled forward vs standard attention, N up to 16k
     flash_traffic.json      hbm_traffic and estimate_runtime over N, for several SRAM sizes
-    flash_gpu.json          measured TFLOP/s on a GPU (a placeholder saying so until one is run)
+    flash_gpu.json          measured TFLOP/s and peak memory on a GPU (a placeholder saying so until one is run)
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ TRAFFIC_NS = [512, 1024, 2048, 4096, 8192, 16384]
 SRAM_KIB = [16, 64]  # Dao et al. (2022) Algorithm 1 tiles; at d = 64 any SRAM above 64 KiB gives the same tiles
 TILE_ROWS = [128, 256]  # query tiles taller than d, as FlashAttention-2 kernels use
 EXAMPLE = {"N": 6144, "d": 64, "gpu": "T4", "sram_kib": 64}  # the site's own worked example
-GPU_NS = [1024, 2048, 4096, 8192, 16384]
+GPU_NS = [512, 1024, 2048, 4096, 8192, 16384]
 NO_GPU_YET = "no GPU result yet / 尚無 GPU 結果"
 
 
@@ -362,101 +362,312 @@ def plot_online_softmax(n_keys: int = 12, block: int = 3, seed: int = 3) -> None
     plt.close(fig)
 
 
-# ---------------------------------------------------------------- GPU throughput
+# ---------------------------------------------------------------- GPU throughput and memory
+
+GPU_HEAD_DIMS = [64, 128]
+GPU_DTYPES = ["float16", "bfloat16"]
+GPU_TOKENS = 16384  # the same tokens per step at every N: batch = tokens // N (Dao 2023, Section 4.1)
+GPU_HEADS = 16
+GPU_REPEAT = 10
+GOAL_MIN_N = 4096  # the forward goal is judged at N >= 4k, fp16 (issue: 0.8x of SDPA's flash backend)
+TILED_BLOCK = 256  # the PyTorch tiled version on a GPU: every tile costs kernel launches, so big tiles
+SECONDS_PER_MEASUREMENT = 0.3  # a slow call gets fewer repeats (never under 3), so the sweep fits its budget
+METHODS = ("triton (ours)", "sdpa flash", "tiled (PyTorch)", "standard")
 
 
-def run_gpu(ns: list[int], repeat: int = 10, command: str | None = None, tokens: int = 16384, heads: int = 16) -> dict:
-    """Measure forward and backward TFLOP/s of our kernel, SDPA's flash backend and standard attention."""
+def attention_methods() -> dict:
+    """Return the four implementations the GPU benchmark compares, each (q, k, v, causal) -> O, differentiable."""
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     from .reference import standard_attention
+    from .tiled import FlashAttention
     from .triton_kernel import triton_attention
 
-    if not torch.cuda.is_available():
-        raise SystemExit("--gpu needs a CUDA GPU; none was found (run the CPU benchmark without --gpu)")
-
-    def sdpa(q, k, v, causal):
-        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+    def sdpa_flash(q, k, v, causal):
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):  # this backend or an error, never a silent fallback
             return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
-    methods = {
-        "triton (ours)": lambda q, k, v, c: triton_attention(q, k, v, causal=c),
-        "sdpa flash": sdpa,
-        "standard": lambda q, k, v, c: standard_attention(q, k, v, causal=c),
+    return {
+        "triton (ours)": lambda q, k, v, causal: triton_attention(q, k, v, causal=causal),
+        "sdpa flash": sdpa_flash,
+        "tiled (PyTorch)": lambda q, k, v, causal: FlashAttention.apply(q, k, v, causal, TILED_BLOCK, TILED_BLOCK),
+        "standard": lambda q, k, v, causal: standard_attention(q, k, v, causal=causal),
     }
-    d = HEAD_DIM
-    rows = []
-    dtypes = (torch.float16, torch.bfloat16) if torch.cuda.is_bf16_supported() else (torch.float16,)
-    configs = [(dt, c, n) for dt in dtypes for c in (False, True) for n in ns]
-    for dtype, causal, n in tqdm(configs, desc="GPU TFLOP/s"):
-        batch = max(1, tokens // n)  # the same 16k tokens per step at every N (Dao 2023, Section 4.1)
-        q, k, v = (torch.randn(batch, heads, n, d, device="cuda", dtype=dtype, requires_grad=True) for _ in range(3))
-        grad = torch.randn_like(q)
-        fwd_flops = attention_flops(n, d, causal) * batch * heads
-        bwd_flops = attention_flops(n, d, causal, backward=True) * batch * heads
-        for name, fn in methods.items():
-            row = {"method": name, "dtype": str(dtype).replace("torch.", ""), "causal": causal, "N": n}
-            try:
-                fwd_s, bwd_s = time_forward_backward(fn, q, k, v, grad, causal, repeat)
-                row["fwd_tflops"] = round(fwd_flops / fwd_s / 1e12, 1)
-                row["bwd_tflops"] = round(bwd_flops / bwd_s / 1e12, 1)
-            except torch.cuda.OutOfMemoryError:
-                row["fwd_tflops"] = row["bwd_tflops"] = "OOM"
-            torch.cuda.empty_cache()
-            rows.append(row)
-    ratios = []
-    for row in rows:
-        if row["method"] == "triton (ours)" and row["N"] >= 4096 and isinstance(row["fwd_tflops"], float):
-            sdpa_row = next(
-                r
-                for r in rows
-                if r["method"] == "sdpa flash"
-                and (r["dtype"], r["causal"], r["N"]) == (row["dtype"], row["causal"], row["N"])
-            )
-            if isinstance(sdpa_row["fwd_tflops"], float) and sdpa_row["fwd_tflops"] > 0:
-                ratios.append(row["fwd_tflops"] / sdpa_row["fwd_tflops"])
-    values = {
-        "measured": True,
-        "device": torch.cuda.get_device_name(0),
-        "heads": heads,
-        "d": d,
-        "tokens_per_step": tokens,
-        "rows": rows,
-        "forward_vs_sdpa_min_at_4k_plus": f"{min(ratios):.2f}x" if ratios else "—",
-        "forward_vs_sdpa_goal": "0.80x",
-    }
-    write_result("flash_gpu", values, command=command)
-    return values
+
+
+def wait_for(device) -> None:
+    """Wait for the GPU's queued work (a no-op on a CPU): kernels run asynchronously."""
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_once(fn, device) -> float:
+    """Return the seconds of one call of fn: CUDA events on a GPU, the wall clock on a CPU."""
+    import torch
+
+    if device.type != "cuda":
+        start = time.perf_counter()
+        fn()
+        return time.perf_counter() - start
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    torch.cuda.synchronize(device)
+    return start.elapsed_time(end) / 1e3
+
+
+def device_time(fn, repeat: int, device) -> float:
+    """Return the median seconds of fn after a warm-up; calls slower than the per-measurement budget repeat less."""
+    import math
+    import statistics
+
+    fn()  # warm-up: compiles the Triton kernel for this shape class, fills the allocator's cache
+    wait_for(device)
+    times = [time_once(fn, device)]
+    wanted = min(repeat, max(3, math.ceil(SECONDS_PER_MEASUREMENT / max(times[0], 1e-9))))
+    times += [time_once(fn, device) for _ in range(wanted - 1)]
+    return statistics.median(times)
 
 
 def time_forward_backward(fn, q, k, v, grad, causal: bool, repeat: int) -> tuple[float, float]:
     """Return the median seconds of one forward and of one backward pass of an attention function."""
     import torch
 
-    fwd_s = cuda_time(lambda: fn(q, k, v, causal), repeat)
+    fwd_s = device_time(lambda: fn(q, k, v, causal), repeat, q.device)
     out = fn(q, k, v, causal)
-    bwd_s = cuda_time(lambda: torch.autograd.grad(out, (q, k, v), grad, retain_graph=True), repeat)
+    bwd_s = device_time(lambda: torch.autograd.grad(out, (q, k, v), grad, retain_graph=True), repeat, q.device)
     return fwd_s, bwd_s
 
 
-def cuda_time(fn, repeat: int) -> float:
-    """Return the median seconds of ``fn`` on the GPU, timed with CUDA events after a warm-up."""
-    import statistics
-
+def peak_memory_mib(fn, device) -> float | None:
+    """Return the peak GPU memory (MiB) fn allocates above what was allocated before it; None on a CPU."""
     import torch
 
-    fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeat):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
-    return statistics.median(times)
+    if device.type != "cuda":
+        fn()  # still run it: the CPU dry run checks that every method works
+        return None
+    torch.cuda.synchronize(device)
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats(device)
+    before = torch.cuda.memory_allocated(device)
+    result = fn()
+    torch.cuda.synchronize(device)
+    peak = torch.cuda.max_memory_allocated(device) - before
+    del result
+    return round(peak / 2**20, 1)
+
+
+def failure_status(error: Exception) -> str:
+    """Return a short status for a failed measurement: OOM, or the error's type and first line."""
+    import torch
+
+    if isinstance(error, torch.cuda.OutOfMemoryError):
+        return "OOM"
+    return f"error: {type(error).__name__}: {str(error).splitlines()[0][:160] if str(error) else ''}"
+
+
+def measure_throughput(methods: dict, dtype, d: int, causal: bool, n: int, repeat: int, device, tokens, heads):
+    """Return one row per method: forward and backward TFLOP/s and milliseconds at one (dtype, d, causal, N)."""
+    import torch
+
+    batch = max(1, tokens // n)
+    q, k, v = (torch.randn(batch, heads, n, d, device=device, dtype=dtype, requires_grad=True) for _ in range(3))
+    grad = torch.randn_like(q)
+    fwd_flops = attention_flops(n, d, causal) * batch * heads
+    bwd_flops = attention_flops(n, d, causal, backward=True) * batch * heads
+    rows = []
+    for name, fn in methods.items():
+        row = throughput_row(name, dtype, d, causal, n, batch)
+        try:
+            fwd_s, bwd_s = time_forward_backward(fn, q, k, v, grad, causal, repeat)
+            row.update(
+                fwd_tflops=round(fwd_flops / fwd_s / 1e12, 2),
+                bwd_tflops=round(bwd_flops / bwd_s / 1e12, 2),
+                fwd_ms=round(fwd_s * 1e3, 4),
+                bwd_ms=round(bwd_s * 1e3, 4),
+                status="ok",
+            )
+        except Exception as error:  # noqa: BLE001 - one failing method must not lose the whole sweep
+            row["status"] = failure_status(error)
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        rows.append(row)
+    return rows
+
+
+def throughput_row(method: str, dtype, d: int, causal: bool, n: int, batch: int) -> dict:
+    """Return a row with every column present (so the tables line up) and nothing measured yet."""
+    return {
+        "method": method,
+        "dtype": str(dtype).replace("torch.", ""),
+        "d": d,
+        "causal": causal,
+        "N": n,
+        "batch": batch,
+        "fwd_tflops": None,
+        "bwd_tflops": None,
+        "fwd_ms": None,
+        "bwd_ms": None,
+        "status": "not run",
+    }
+
+
+def measure_memory(methods: dict, dtype, d: int, n: int, heads: int, device) -> list[dict]:
+    """Return one row per method: peak extra memory of a forward (no autograd) and of forward + backward."""
+    import torch
+
+    q, k, v = (torch.randn(1, heads, n, d, device=device, dtype=dtype, requires_grad=True) for _ in range(3))
+    grad = torch.randn_like(q)
+    rows = []
+    for name, fn in methods.items():
+        row = memory_row(name, n, d, heads, q.element_size()) | {"status": "ok"}
+
+        def forward(fn=fn):
+            with torch.no_grad():
+                return fn(q, k, v, False)
+
+        def forward_backward(fn=fn):
+            return torch.autograd.grad(fn(q, k, v, False), (q, k, v), grad)
+
+        try:
+            row["fwd_peak_mib"] = peak_memory_mib(forward, device)
+            row["fwd_bwd_peak_mib"] = peak_memory_mib(forward_backward, device)
+        except Exception as error:  # noqa: BLE001 - standard attention may run out of memory at the largest N
+            row["status"] = failure_status(error)
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        rows.append(row)
+    return rows
+
+
+def memory_row(method: str, n: int, d: int, heads: int, element_bytes: int) -> dict:
+    """Return a memory row with every column present and nothing measured yet."""
+    return {
+        "method": method,
+        "N": n,
+        "fwd_peak_mib": None,
+        "fwd_bwd_peak_mib": None,
+        # One N x N matrix per head (S or P): what standard attention must hold, the O(N^2) reference line.
+        "scores_mib": round(heads * n * n * element_bytes / 2**20, 1),
+        "inputs_mib": round(3 * heads * n * d * element_bytes / 2**20, 2),
+        "status": "not run",
+    }
+
+
+def comparison_rows(rows: list[dict]) -> list[dict]:
+    """Return ours against SDPA's flash backend and the tiled PyTorch version, one row per (dtype, d, causal, N)."""
+    by_key = {(r["method"], r["dtype"], r["d"], r["causal"], r["N"]): r for r in rows}
+    out = []
+    for r in rows:
+        if r["method"] != "triton (ours)":
+            continue
+        key = (r["dtype"], r["d"], r["causal"], r["N"])
+        sdpa, tiled = by_key.get(("sdpa flash", *key), {}), by_key.get(("tiled (PyTorch)", *key), {})
+        out.append(
+            {
+                "dtype": r["dtype"],
+                "d": r["d"],
+                "causal": r["causal"],
+                "N": r["N"],
+                "ours_fwd_tflops": r["fwd_tflops"],
+                "sdpa_fwd_tflops": sdpa.get("fwd_tflops"),
+                "fwd_vs_sdpa": speed_ratio(r["fwd_ms"], sdpa.get("fwd_ms")),
+                "fwd_vs_tiled": speed_ratio(r["fwd_ms"], tiled.get("fwd_ms")),
+                "ours_bwd_tflops": r["bwd_tflops"],
+                "sdpa_bwd_tflops": sdpa.get("bwd_tflops"),
+                "bwd_vs_sdpa": speed_ratio(r["bwd_ms"], sdpa.get("bwd_ms")),
+            }
+        )
+    return out
+
+
+def speed_ratio(our_ms, their_ms) -> float | None:
+    """Return our speed over theirs (their time / ours: same FLOPs), or None when either was not measured."""
+    if not isinstance(our_ms, (int, float)) or not isinstance(their_ms, (int, float)) or our_ms <= 0:
+        return None
+    return round(their_ms / our_ms, 3)
+
+
+def run_gpu(
+    ns: list[int],
+    head_dims: list[int] | None = None,
+    dtypes: list[str] | None = None,
+    repeat: int = GPU_REPEAT,
+    device: str = "cuda",
+    max_seconds: float | None = None,
+    command: str | None = None,
+    tokens: int = GPU_TOKENS,
+    heads: int = GPU_HEADS,
+) -> dict:
+    """Measure our Triton kernel, SDPA's flash backend, the tiled PyTorch version and standard attention.
+
+    Peak memory first (one forward, and one forward + backward, at batch 1: O(N) against O(N^2)), then
+    forward and backward TFLOP/s at every (dtype, d, causal, N), fp16 first. Past ``max_seconds`` the
+    remaining measurements are recorded as skipped, so a result file is always written.
+    """
+    import torch
+
+    head_dims = head_dims or GPU_HEAD_DIMS
+    dtypes = dtypes or GPU_DTYPES
+    if device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--gpu needs a CUDA GPU; none was found (run the CPU benchmark without --gpu)")
+    where = torch.device(device)
+    skipped_dtypes = []
+    if device == "cuda" and "bfloat16" in dtypes and not torch.cuda.is_bf16_supported():
+        skipped_dtypes.append("bfloat16")  # compute capability < 8.0
+    dtypes = [name for name in dtypes if name not in skipped_dtypes]
+    started = time.monotonic()
+
+    def out_of_time() -> bool:
+        return max_seconds is not None and time.monotonic() - started > max_seconds
+
+    methods = attention_methods()
+    memory_rows = []
+    memory_dtype, memory_d = getattr(torch, dtypes[0]), head_dims[0]
+    for n in tqdm(ns, desc="GPU peak memory"):
+        if out_of_time():
+            skipped = {"status": "skipped: time budget"}
+            memory_rows += [memory_row(m, n, memory_d, heads, memory_dtype.itemsize) | skipped for m in methods]
+            continue
+        memory_rows += measure_memory(methods, memory_dtype, memory_d, n, heads, where)
+
+    rows = []
+    configs = [(dt, d, c, n) for dt in dtypes for d in head_dims for c in (False, True) for n in ns]
+    for dtype_name, d, causal, n in tqdm(configs, desc="GPU TFLOP/s"):
+        if out_of_time():
+            batch = max(1, tokens // n)
+            for name in methods:
+                rows.append(throughput_row(name, dtype_name, d, causal, n, batch) | {"status": "skipped: time budget"})
+            continue
+        rows += measure_throughput(methods, getattr(torch, dtype_name), d, causal, n, repeat, where, tokens, heads)
+
+    comparisons = comparison_rows(rows)
+    goal = [r for r in comparisons if r["dtype"] == "float16" and r["N"] >= GOAL_MIN_N]
+    goal_ratios = [r["fwd_vs_sdpa"] for r in goal if r["fwd_vs_sdpa"] is not None]
+    values = {
+        "measured": device == "cuda",
+        "device": torch.cuda.get_device_name(0) if device == "cuda" else "cpu (plumbing check, not a measurement)",
+        "heads": heads,
+        "head_dims": head_dims,
+        "dtypes": dtypes,
+        "dtypes_skipped": skipped_dtypes,
+        "tokens_per_step": tokens,
+        "tiled_block": TILED_BLOCK,
+        "seconds": round(time.monotonic() - started, 1),
+        "rows": rows,
+        "comparison_rows": comparisons,
+        "goal_rows": goal or [{"status": f"no fp16 row at N >= {GOAL_MIN_N} in this run"}],
+        "memory": {"dtype": dtypes[0], "d": memory_d, "batch": 1, "heads": heads, "rows": memory_rows},
+        "forward_vs_sdpa_min_at_4k_plus": f"{min(goal_ratios):.2f}x" if goal_ratios else "—",
+        "forward_vs_sdpa_goal": "0.80x",
+        "goal_met": (min(goal_ratios) >= 0.8) if goal_ratios else None,
+    }
+    write_result("flash_gpu", values, command=command)
+    return values
 
 
 def write_gpu_placeholder_if_missing() -> None:
@@ -466,53 +677,149 @@ def write_gpu_placeholder_if_missing() -> None:
             return
     except FileNotFoundError:
         pass
+    status = [{"status": NO_GPU_YET}]
     write_result(
         "flash_gpu",
         {
             "measured": False,
-            "rows": [{"status": NO_GPU_YET}],
+            "rows": status,
+            "comparison_rows": status,
+            "goal_rows": status,
+            "memory": {"rows": status},
             "forward_vs_sdpa_min_at_4k_plus": "—",
             "forward_vs_sdpa_goal": "0.80x",
+            "goal_met": None,
         },
         command="python -m inferlab.flash.bench (a placeholder until python -m inferlab.flash.bench --gpu runs on a GPU)",
     )
 
 
 def plot_gpu(values: dict) -> None:
+    """Draw forward and backward TFLOP/s (first dtype, every d, causal and not) and the peak-memory figure."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
-    for ax, causal in zip(axes, (False, True), strict=True):
-        for method in ("triton (ours)", "sdpa flash", "standard"):
-            rows = [
-                r
-                for r in values["rows"]
-                if r["method"] == method
-                and r["causal"] == causal
-                and r["dtype"] == "float16"
-                and isinstance(r["fwd_tflops"], float)
-            ]
-            ax.semilogx([r["N"] for r in rows], [r["fwd_tflops"] for r in rows], "o-", label=method)
-        ax.set_title(f"forward, fp16, {'causal' if causal else 'not causal'}")
-        ax.set_xlabel("sequence length N")
-        ax.grid(True, alpha=0.3)
-    axes[0].set_ylabel("TFLOP/s")
-    axes[0].legend()
+    dtype = values["dtypes"][0]
+    for key, name, title in (
+        ("fwd_tflops", "gpu_tflops", "forward"),
+        ("bwd_tflops", "gpu_tflops_backward", "backward"),
+    ):
+        head_dims = values["head_dims"]
+        fig, axes = plt.subplots(len(head_dims), 2, figsize=(11, 3.6 * len(head_dims)), sharey=True, squeeze=False)
+        for axes_row, d in zip(axes, head_dims, strict=True):
+            for ax, causal in zip(axes_row, (False, True), strict=True):
+                for method in METHODS:
+                    rows = [
+                        r
+                        for r in values["rows"]
+                        if (r["method"], r["dtype"], r["d"], r["causal"]) == (method, dtype, d, causal)
+                        and isinstance(r[key], (int, float))
+                    ]
+                    ax.semilogx([r["N"] for r in rows], [r[key] for r in rows], "o-", label=method)
+                ax.set_title(f"{title}, {dtype}, d = {d}, {'causal' if causal else 'not causal'}")
+                ax.set_xlabel("sequence length N")
+                ax.grid(True, alpha=0.3)
+            axes_row[0].set_ylabel("TFLOP/s")
+        axes[0][0].legend()
+        fig.tight_layout()
+        save_figure(fig, name)
+        plt.close(fig)
+
+    memory = values["memory"]
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    for method in METHODS:
+        rows = [r for r in memory["rows"] if r["method"] == method and isinstance(r.get("fwd_peak_mib"), (int, float))]
+        ax.loglog([r["N"] for r in rows], [max(r["fwd_peak_mib"], 0.01) for r in rows], "o-", label=method)
+    reference = [r for r in memory["rows"] if r["method"] == METHODS[0] and "scores_mib" in r]
+    ax.loglog(
+        [r["N"] for r in reference], [r["scores_mib"] for r in reference], "k:", label="one N x N matrix per head"
+    )
+    ax.set_xlabel("sequence length N")
+    ax.set_ylabel("peak extra memory of a forward (MiB)")
+    ax.set_title(f"{memory['dtype']}, batch 1, {memory['heads']} heads, d = {memory['d']}")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
     fig.tight_layout()
-    save_figure(fig, "gpu_tflops")
+    save_figure(fig, "gpu_memory")
     plt.close(fig)
+
+
+def gpu_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the options of the GPU benchmark (they need --gpu)."""
+    group = parser.add_argument_group("GPU benchmark (with --gpu)")
+    group.add_argument("--ns", type=int, nargs="+", help=f"sequence lengths (default {GPU_NS})")
+    group.add_argument("--head-dims", type=int, nargs="+", help=f"head dims (default {GPU_HEAD_DIMS})")
+    group.add_argument("--dtypes", nargs="+", help=f"float16, bfloat16, float32 (default {GPU_DTYPES})")
+    group.add_argument("--repeat", type=int, help=f"timed repeats per measurement, at most (default {GPU_REPEAT})")
+    group.add_argument("--max-seconds", type=float, help="stop starting measurements after this; the rest are skipped")
+    group.add_argument("--heads", type=int, help=f"attention heads (default {GPU_HEADS})")
+    group.add_argument("--tokens", type=int, help=f"tokens per step, batch = tokens // N (default {GPU_TOKENS})")
+    group.add_argument(
+        "--device",
+        default="cuda",
+        help="cuda (default), or cpu to check the plumbing on tiny sizes: needs TRITON_INTERPRET=1 and "
+        "INFERLAB_RESULTS pointing away from docs/results (tools/gpu_run.sh --dry-run does this)",
+    )
+
+
+def check_gpu_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Reject bad GPU options before any work starts, naming the option and what is allowed."""
+    names = ("ns", "head_dims", "dtypes", "repeat", "max_seconds", "heads", "tokens")
+    given = [f"--{name.replace('_', '-')}" for name in names]
+    given = [flag for flag in given if getattr(args, flag[2:].replace("-", "_")) is not None]
+    if not args.gpu:
+        if given or args.device != "cuda":
+            parser.error(f"{', '.join(given) or '--device'} only apply with --gpu")
+        return
+    if args.ns is not None and any(n < 1 for n in args.ns):
+        parser.error(f"--ns must be integers >= 1, got {args.ns}")
+    allowed_dims = (16, 32, 64, 128)  # the Triton kernel's SUPPORTED_HEAD_DIMS
+    if args.head_dims is not None and any(d not in allowed_dims for d in args.head_dims):
+        parser.error(f"--head-dims must each be one of {allowed_dims}, got {args.head_dims}")
+    if args.dtypes is not None and any(t not in ("float16", "bfloat16", "float32") for t in args.dtypes):
+        parser.error(f"--dtypes must each be float16, bfloat16 or float32, got {args.dtypes}")
+    for flag, value in (("--repeat", args.repeat), ("--heads", args.heads), ("--tokens", args.tokens)):
+        if value is not None and value < 1:
+            parser.error(f"{flag} must be an integer >= 1, got {value}")
+    if args.max_seconds is not None and args.max_seconds <= 0:
+        parser.error(f"--max-seconds must be > 0, got {args.max_seconds}")
+    if args.device not in ("cuda", "cpu"):
+        parser.error(f"--device must be cuda or cpu, got {args.device!r}")
+    if args.device == "cpu":
+        if os.environ.get("TRITON_INTERPRET") != "1":
+            parser.error("--device cpu runs our Triton kernel in Triton's interpreter: set TRITON_INTERPRET=1")
+        if not os.environ.get("INFERLAB_RESULTS"):
+            parser.error(
+                "--device cpu only checks the plumbing; set INFERLAB_RESULTS to a scratch folder so that "
+                "docs/results/flash_gpu.json is not overwritten"
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="FlashAttention benchmarks and figures.")
     parser.add_argument("--quick", action="store_true", help="N only up to 4k (a minute on a CPU)")
-    parser.add_argument("--gpu", action="store_true", help="measure TFLOP/s on a CUDA GPU instead")
+    parser.add_argument("--gpu", action="store_true", help="measure TFLOP/s and peak memory on a CUDA GPU instead")
+    gpu_arguments(parser)
     args = parser.parse_args(argv)
+    check_gpu_arguments(parser, args)
     command = " ".join(["python -m inferlab.flash.bench", *(sys.argv[1:] if argv is None else argv)])
     if args.gpu:
-        values = run_gpu(GPU_NS[:3] if args.quick else GPU_NS, command=command)
+        ns = args.ns or ([n for n in GPU_NS if n <= 4096] if args.quick else GPU_NS)
+        values = run_gpu(
+            ns,
+            head_dims=args.head_dims,
+            dtypes=args.dtypes,
+            repeat=args.repeat or GPU_REPEAT,
+            device=args.device,
+            max_seconds=args.max_seconds,
+            command=command,
+            tokens=args.tokens or GPU_TOKENS,
+            heads=args.heads or GPU_HEADS,
+        )
         plot_gpu(values)
-        print(f"forward vs SDPA (min over N >= 4k): {values['forward_vs_sdpa_min_at_4k_plus']}")
+        print(
+            f"forward vs SDPA (fp16, min over N >= {GOAL_MIN_N}): {values['forward_vs_sdpa_min_at_4k_plus']} "
+            f"(goal {values['forward_vs_sdpa_goal']}); {values['seconds']} s"
+        )
         return 0
     started = time.perf_counter()
     traffic = run_traffic()

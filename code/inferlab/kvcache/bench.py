@@ -32,7 +32,7 @@ from inferlab.kvcache.size import PRESETS, attention_variants, kv_cache_bytes, m
 GIB = 2**30
 
 
-def load_target(model: str | None):
+def load_target(model: str | None, device: str = "cpu"):
     """Return (Hugging Face model, our decoder) for a path/id, or the bundled target by default."""
     if model is None:
         from inferlab.models import load_pair
@@ -42,13 +42,35 @@ def load_target(model: str | None):
         from transformers import AutoModelForCausalLM
 
         hf_model = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32).eval()
+    hf_model = hf_model.to(device)
     hf_model.generation_config.eos_token_id = None  # always generate exactly k tokens
     return hf_model, LlamaDecoder.from_pretrained(hf_model)
 
 
 def prompt(decoder: LlamaDecoder, length: int, seed: int = 0) -> torch.Tensor:
-    generator = torch.Generator().manual_seed(seed)
-    return torch.randint(1, decoder.vocab_size, (1, length), generator=generator)
+    generator = torch.Generator().manual_seed(seed)  # on the CPU: the same prompt on every device
+    return torch.randint(1, decoder.vocab_size, (1, length), generator=generator).to(decoder.device)
+
+
+def wait_for(device: torch.device) -> None:
+    """Wait until the GPU has finished the work queued so far (a no-op on a CPU).
+
+    GPU kernels run asynchronously: without this, a timer would stop when the work is queued,
+    not when it is done.
+    """
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def synced(fn, device: torch.device):
+    """Return fn wrapped so that each call ends only when its GPU work has finished."""
+
+    def call():
+        result = fn()
+        wait_for(device)
+        return result
+
+    return call
 
 
 def step_times(loop, decoder: LlamaDecoder, ids: torch.Tensor, k: int) -> list[tuple[float, int]]:
@@ -58,6 +80,7 @@ def step_times(loop, decoder: LlamaDecoder, ids: torch.Tensor, k: int) -> list[t
     start = time.perf_counter()
 
     def record(_: int) -> None:
+        wait_for(decoder.device)  # a real loop waits too: it must see the token to stream it or stop
         stamps.append((time.perf_counter() - start, first_layer.keys_computed))
 
     loop(decoder, ids, k, on_token=record)
@@ -93,8 +116,8 @@ def bench_naive_vs_cached(decoder, T: int, ks: list[int], repeat: int) -> dict:
 def causality(decoder, T: int = 32) -> dict:
     """Return, per layer, how much the keys of T earlier tokens change when the appended token changes."""
     prefix = prompt(decoder, T)
-    first = torch.cat([prefix, torch.tensor([[5]])], dim=1)
-    second = torch.cat([prefix, torch.tensor([[6]])], dim=1)
+    first = torch.cat([prefix, torch.tensor([[5]], device=prefix.device)], dim=1)
+    second = torch.cat([prefix, torch.tensor([[6]], device=prefix.device)], dim=1)
     rows = []
     with torch.inference_mode():
         changes = {}
@@ -128,13 +151,16 @@ def bench_prefill_decode(decoder, lengths: list[int], decode_steps: int, repeat:
         for _ in range(repeat):
             with torch.inference_mode():
                 cache = KVCache(decoder, 1, T + decode_steps)
+                wait_for(decoder.device)
                 start = time.perf_counter()
                 logits = forward_with_cache(decoder, cache, ids)
+                wait_for(decoder.device)
                 prefill.append(time.perf_counter() - start)
                 token = logits.argmax(-1, keepdim=True)
                 start = time.perf_counter()
                 for _ in range(decode_steps):
                     token = forward_with_cache(decoder, cache, token).argmax(-1, keepdim=True)
+                wait_for(decoder.device)
                 per_token.append((time.perf_counter() - start) / decode_steps)
         prefill_s, decode_s = statistics.median(prefill), statistics.median(per_token)
         rows.append(
@@ -163,7 +189,10 @@ def bench_train_vs_generate(decoder, lengths: list[int], repeat: int) -> dict:
         def sequential(ids=ids, L=L):
             generate_cached(decoder, ids[:, :1], L)  # L steps, each waiting for the previous token
 
-        times = time_interleaved({"parallel": teacher_forced, "sequential": sequential}, repeat=repeat)
+        device = decoder.device
+        times = time_interleaved(
+            {"parallel": synced(teacher_forced, device), "sequential": synced(sequential, device)}, repeat=repeat
+        )
         parallel_s, sequential_s = times["parallel"]["median_s"], times["sequential"]["median_s"]
         rows.append(
             {
@@ -192,9 +221,9 @@ def bench_vs_transformers(hf_model, decoder, T: int, k: int, repeat: int) -> dic
     same_tokens = bool(torch.equal(ours_tokens, hf()) and torch.equal(ours_tokens, hf("static")))
     times = time_interleaved(
         {
-            "ours": lambda: generate_cached(decoder, ids, k),
-            "dynamic": lambda: hf(),
-            "static": lambda: hf("static"),
+            "ours": synced(lambda: generate_cached(decoder, ids, k), decoder.device),
+            "dynamic": synced(lambda: hf(), decoder.device),
+            "static": synced(lambda: hf("static"), decoder.device),
         },
         repeat=repeat,
     )
@@ -322,6 +351,12 @@ def main(argv: list[str] | None = None) -> int:
         description="KV-cache benchmarks: naive vs cached, prefill vs decode, ours vs transformers, cache sizes."
     )
     parser.add_argument("--quick", action="store_true", help="a small run (seconds, not minutes)")
+    parser.add_argument(
+        "--tiny",
+        action="store_true",
+        help="the smallest sizes that still run every part: checks the plumbing (tools/gpu_run.sh --dry-run), "
+        "not numbers to publish",
+    )
     parser.add_argument("--model", default=None, help="Llama checkpoint (path or hub id); default: bundled target")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     parser.add_argument("--figures-only", action="store_true", help="redraw the figures from existing results")
@@ -334,9 +369,16 @@ def main(argv: list[str] | None = None) -> int:
         help="run only these parts (the others keep their files)",
     )
     parser.add_argument("--repeat", type=int, default=None, help="timed repeats per measurement (default 3, quick 1)")
+    parser.add_argument(
+        "--device", default="cpu", help="cpu (default) or cuda: where the models run (tools/gpu_run.sh uses cuda)"
+    )
     args = parser.parse_args(argv)
     if args.repeat is not None and args.repeat < 1:
         parser.error(f"--repeat must be >= 1, got {args.repeat}")
+    if args.device not in ("cpu", "cuda"):
+        parser.error(f"--device must be cpu or cuda, got {args.device!r}")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda needs a CUDA GPU; torch.cuda.is_available() is False here")
     if args.threads is not None:
         if args.threads < 1:
             parser.error(f"--threads must be >= 1, got {args.threads}")
@@ -348,8 +390,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"drew {path}")
         return 0
     command = "python -m inferlab.kvcache.bench " + " ".join(argv if argv is not None else sys.argv[1:])
-    hf_model, decoder = load_target(args.model)
-    if args.quick:
+    hf_model, decoder = load_target(args.model, args.device)
+    if args.tiny:
+        ks, lengths, repeat, train_lengths, hf_k = [1, 2], [4], 1, [4], 2
+    elif args.quick:
         ks, lengths, repeat, train_lengths, hf_k = [1, 2, 4, 8, 16, 32], [16, 64, 256], 1, [32, 64], 32
     else:
         ks, lengths, repeat, train_lengths = (
