@@ -37,8 +37,11 @@ if missing:
 # ## HBM traffic and runtime
 #
 # The calculator counts the floating-point operations and the bytes each method moves to and from
-# main memory, and estimates the runtime as the slower of the two (the roofline model, Williams et
-# al., 2009). Change `N`, `d` and `GPU` at the end of the cell.
+# main memory, in three ways: standard attention, the tiled algorithm with tiles from the GPU's
+# SRAM, and the ideal count in which every tensor crosses memory once (the NTU lab's convention).
+# It estimates the runtime two ways: the slower of compute and memory (the roofline model,
+# Williams et al., 2009) and their sum (the lab's additive model). Change `N`, `d`, `GPU` and
+# `PRECISION` at the end of the cell.
 
 # %%
 # --8<-- "flash/hbm_calculator.py"
@@ -51,4 +54,6 @@ if missing:
 # - In the calculator, double `N`: by what factor does each method's traffic grow? Then double `d`
 #   instead.
 # - Switch `GPU` from `"T4"` to `"H100"`. Which method is memory-bound on which GPU? Compare each
-#   method's arithmetic intensity with the ridge point the cell prints.
+#   method's arithmetic intensity with the ridge point the cell prints. Then switch to fp16.
+# - Why do the "max" and "sum" columns agree closely for the ideal count but not for standard
+#   attention?

@@ -286,7 +286,12 @@ FLASH_OPTIONS = [
 
 @pytest.mark.browser
 def test_hbm_traffic_matches_python(js):
-    calls = [(N, d, "standard", {}) for N in (1, 2, 63, 1000, 6144) for d in (1, 64, 128)]
+    calls = [
+        (N, d, method, {})
+        for N in (1, 2, 63, 1000, 6144)
+        for d in (1, 64, 128)
+        for method in ("standard", "flash_ideal")
+    ]
     calls += [
         (N, d, "flash", {**options, "causal": causal})
         for N in (1, 2, 63, 64, 65, 1000, 4096, 6144)
@@ -318,14 +323,15 @@ def test_flops_and_roofline_match_python(js):
     custom = traffic.GPUSpec("mine", 10.0, 100.0, 500.0, 100, "a made-up GPU")
     gpus = [*traffic.GPU_PRESETS, custom]
     runtime_calls = [
-        (flops, bytes_moved, gpu, precision)
+        (flops, bytes_moved, gpu, precision, runtime_model)
         for flops in (0, 1.0, 9.664e9, 3e15)
         for bytes_moved in (0, 1, 610.3e6, 305.2e6, 1e12)
         for gpu in gpus
         for precision in ("fp32", "fp16")
+        for runtime_model in traffic.RUNTIME_MODELS
     ]
     js_calls = [
-        (f, b, dataclasses.asdict(g) if isinstance(g, traffic.GPUSpec) else g, p) for f, b, g, p in runtime_calls
+        (f, b, dataclasses.asdict(g) if isinstance(g, traffic.GPUSpec) else g, p, m) for f, b, g, p, m in runtime_calls
     ]
     for args, result in zip(runtime_calls, js.many("estimateRuntime", js_calls), strict=True):
         assert_same(result, python_or_error(traffic.estimate_runtime, *args), f"estimate_runtime{args}")
@@ -358,10 +364,12 @@ BAD_INPUT = [
     ("estimateRuntime", (1.0, 1.0, "T4", "bf16"), traffic.estimate_runtime),
     ("estimateRuntime", (-1.0, 1.0, "T4"), traffic.estimate_runtime),
     ("estimateRuntime", (1.0, -5, "T4"), traffic.estimate_runtime),
+    ("estimateRuntime", (1.0, 1.0, "T4", "fp32", "overlap"), traffic.estimate_runtime),
 ]
 # Keyword-only cases of hbm_traffic: (JS options, Python keywords).
 BAD_TILES = [
     ("standard", {"block_q": 16}),
+    ("flash_ideal", {"sram_bytes": 65536}),
     ("flash", {"sram_bytes": 65536, "block_q": 16}),
     ("flash", {"block_q": 0}),
     ("flash", {"block_k": 2.5}),
@@ -504,6 +512,17 @@ def check_hbm_calculator_on_the_page_shows_pythons_numbers(page, site_url, lang)
     assert unit == "µs" and float(number) == pytest.approx(estimate["runtime_s"] * 1e6, rel=1e-3)  # 4 digits shown
     bound = page.locator(f"{root} output[data-key='flash_bound']").get_attribute("data-value")
     assert bound == estimate["bound"]
+    # The NTU lab's convention: every input and output once, N(5d + 4), and runtime = compute + memory.
+    page.select_option(f"{root} select[name='gpu']", "T4")
+    page.select_option(f"{root} select[name='precision']", "fp16")
+    page.select_option(f"{root} select[name='runtime_model']", "additive")
+    ideal = traffic.hbm_traffic(6144, 64, "flash_ideal")
+    shown = page.locator(f"{root} output[data-key='flash_ideal_elements']")
+    assert int(shown.get_attribute("data-value")) == ideal["total"] == 6144 * (5 * 64 + 4)
+    additive = traffic.estimate_runtime(flops, ideal["total"] * 2, "T4", "fp16", runtime_model="additive")
+    shown = page.locator(f"{root} output[data-key='flash_ideal_runtime']")
+    assert float(shown.get_attribute("data-value")) == pytest.approx(additive["runtime_s"], rel=REL)
+    assert additive["runtime_s"] == pytest.approx(additive["compute_s"] + additive["memory_s"], rel=1e-12)
     assert page.calculator_errors == []
 
 

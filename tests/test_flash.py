@@ -204,6 +204,45 @@ def test_flops_and_roofline_against_hand_arithmetic():
     assert estimate["ridge_point"] == pytest.approx(8.1e12 / 320e9)
     assert estimate_runtime(8.1e12, 1.0, "T4")["bound"] == "compute"
 
+    # The additive model (the NTU lab's): no overlap, so 1 s of arithmetic plus 2 s of traffic.
+    additive = estimate_runtime(8.1e12, 640e9, "T4", runtime_model="additive")
+    assert additive["runtime_s"] == pytest.approx(3.0) and additive["bound"] == "memory"
+
+
+def algorithm_1_traffic(n: int, d: int, block_r: int, block_c: int) -> int:
+    """Elements Dao et al. (2022), Algorithm 1 moves, step by step: an independent count.
+
+    Outer loop over key/value blocks j (K_j and V_j loaded once); inner loop over query blocks i:
+    load Q_i, O_i, l_i, m_i, then write O_i, l_i, m_i back.
+    """
+    moved = 0
+    for j in range(0, n, block_c):
+        moved += 2 * min(block_c, n - j) * d
+        for i in range(0, n, block_r):
+            rows = min(block_r, n - i)
+            moved += 2 * rows * d + 2 * rows + rows * d + 2 * rows
+    return moved
+
+
+@pytest.mark.parametrize("n,d", [(1, 8), (100, 16), (1000, 64), (6144, 64)])
+def test_ideal_traffic_is_algorithm_1_with_a_single_key_block(n, d):
+    ideal = hbm_traffic(n, d, "flash_ideal")
+    assert ideal["total"] == n * (5 * d + 4)  # the NTU lab's count
+    assert ideal["reads"] == 4 * n * d + 2 * n and ideal["writes"] == n * d + 2 * n
+    assert algorithm_1_traffic(n, d, block_r=64, block_c=n) == ideal["total"]  # one K/V block holds every key
+    if n > 64:
+        # With real SRAM something is reread, in either loop order: more than the ideal count.
+        assert algorithm_1_traffic(n, d, block_r=64, block_c=64) > ideal["total"]
+        assert hbm_traffic(n, d, "flash", block_q=64, block_k=64)["total"] > ideal["total"]
+
+
+def test_theorem_2_needs_sram_below_4d_squared():
+    # Algorithm 1's tiles cap the query tile at d rows: once M >= 4 d^2 more SRAM no longer helps.
+    n, d = 4096, 64
+    at_the_cap = hbm_traffic(n, d, "flash", sram_bytes=4 * d * d * 4)["total"]
+    assert hbm_traffic(n, d, "flash", sram_bytes=16 * d * d * 4)["total"] == at_the_cap
+    assert hbm_traffic(n, d, "flash", sram_bytes=2 * d * d * 4)["total"] > at_the_cap
+
 
 # ---------------------------------------------------------------- bad input
 
@@ -260,6 +299,8 @@ def test_device_mismatch_is_refused():
         (lambda: estimate_runtime(1.0, 1.0, "V100"), "gpu must be one of"),
         (lambda: estimate_runtime(-1.0, 1.0, "T4"), "flops must be a number >= 0"),
         (lambda: estimate_runtime(1.0, 1.0, "T4", precision="int8"), "precision must be"),
+        (lambda: estimate_runtime(1.0, 1.0, "T4", runtime_model="overlap"), "runtime_model must be one of"),
+        (lambda: hbm_traffic(64, 64, "flash_ideal", block_q=16), "flash_ideal has no tiles"),
     ],
 )
 def test_bad_model_arguments_name_what_is_allowed(call, words):
@@ -276,7 +317,7 @@ def test_committed_traffic_results_are_current():
 
     committed = Path(__file__).resolve().parent.parent / "docs" / "results" / "flash_traffic.json"
     stored = json.loads(committed.read_text(encoding="utf-8"))["values"]
-    assert stored == json.loads(json.dumps(traffic_values())), "run python -m inferlab.flash.bench"
+    assert stored == json.loads(json.dumps(traffic_values())), "run python -m inferlab.flash.bench --traffic-only"
 
 
 # ---------------------------------------------------------------- inside a Hugging Face model

@@ -46,6 +46,7 @@ def presets() -> dict:
         "bytes_per_element": dict(size.BYTES_PER_ELEMENT),
         "gpu_presets": {name: dataclasses.asdict(spec) for name, spec in traffic.GPU_PRESETS.items()},
         "attention_methods": list(traffic.METHODS),
+        "runtime_models": list(traffic.RUNTIME_MODELS),
     }
 
 

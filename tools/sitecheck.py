@@ -21,6 +21,8 @@ LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)[^)]*\)")
 ADMONITION = re.compile(r"^\s*(!!!|\?\?\?\+?)\s+\w+")
 HEADING = re.compile(r"^#{1,6}\s")
 RESULT_MARKER = re.compile(r"\{\{(?:result|table|provenance)\s+[^}]*\}\}")
+# A value stored twice, KEY (English) and KEY_zh (its zh-TW wording), is one marker for parity.
+LANGUAGE_VARIANT = re.compile(r"_zh(?=[\s}])")
 SECTION_START = "--8<-- [start:{}]"
 
 
@@ -66,7 +68,7 @@ def structure(markdown: str) -> dict[str, object]:
         "images": sorted(IMAGE.findall(prose)),
         "admonitions": sum(bool(ADMONITION.match(line)) for line in prose.splitlines()),
         "links": sorted(LINK.findall(prose)),
-        "result markers": sorted(RESULT_MARKER.findall(markdown)),
+        "result markers": sorted(LANGUAGE_VARIANT.sub("", marker) for marker in RESULT_MARKER.findall(markdown)),
     }
 
 

@@ -75,6 +75,11 @@ window.INFERLAB_PRESETS = {
   },
   "attention_methods": [
     "standard",
-    "flash"
+    "flash",
+    "flash_ideal"
+  ],
+  "runtime_models": [
+    "roofline",
+    "additive"
   ]
 };

@@ -178,12 +178,19 @@
     const elementBytes = isNone(options.element_bytes) ? 4 : options.element_bytes;
     let blockQ = options.block_q;
     let blockK = options.block_k;
-    if (method === "standard") {
+    if (method === "standard" || method === "flash_ideal") {
       if (!isNone(options.sram_bytes) || !isNone(blockQ) || !isNone(blockK)) {
-        throw new RangeError("standard attention has no tiles: leave sram_bytes, block_q and block_k as None");
+        throw new RangeError(`${method} has no tiles: leave sram_bytes, block_q and block_k as None`);
       }
+    }
+    if (method === "standard") {
       const reads = 3 * N * d + 2 * N * N; // Q, K, V, and S and P read back
       const writes = 2 * N * N + N * d; // S, P, and the output O
+      return { reads: reads, writes: writes, total: reads + writes };
+    }
+    if (method === "flash_ideal") {
+      const reads = 4 * N * d + 2 * N; // Q, K, V and O once each; the row statistics l and m once
+      const writes = N * d + 2 * N; // O, l and m once
       return { reads: reads, writes: writes, total: reads + writes };
     }
     if (!isNone(options.sram_bytes)) {
@@ -218,8 +225,9 @@
     return causal ? flops / 2 : flops;
   }
 
-  // The roofline model (Williams et al., 2009): the slower of arithmetic and memory traffic.
-  function estimateRuntime(flops, bytesMoved, gpu, precision = "fp32") {
+  // "roofline" (Williams et al., 2009): the slower of arithmetic and memory traffic, as if they
+  // overlapped perfectly; "additive": their sum, as if they never overlapped (the NTU lab's model).
+  function estimateRuntime(flops, bytesMoved, gpu, precision = "fp32", runtimeModel = "roofline") {
     const spec = typeof gpu === "string" ? PRESETS.gpu_presets[gpu] : gpu;
     const fields = ["fp32_tflops", "fp16_tflops", "bandwidth_gbs"];
     if (!spec || typeof spec !== "object" || !fields.every((f) => isNumber(spec[f]))) {
@@ -228,6 +236,9 @@
     }
     if (precision !== "fp32" && precision !== "fp16") {
       throw new RangeError(`precision must be 'fp32' or 'fp16', got ${repr(precision)}`);
+    }
+    if (!PRESETS.runtime_models.includes(runtimeModel)) {
+      throw new RangeError(`runtime_model must be one of ${PRESETS.runtime_models.join(", ")}, got ${repr(runtimeModel)}`);
     }
     for (const [name, value] of [["flops", flops], ["bytes_moved", bytesMoved]]) {
       if (!isNumber(value) || value < 0) {
@@ -241,7 +252,7 @@
     return {
       compute_s: computeS,
       memory_s: memoryS,
-      runtime_s: Math.max(computeS, memoryS),
+      runtime_s: runtimeModel === "roofline" ? Math.max(computeS, memoryS) : computeS + memoryS,
       bound: computeS >= memoryS ? "compute" : "memory",
       arithmetic_intensity: bytesMoved ? flops / bytesMoved : Infinity,
       ridge_point: peakFlops / bandwidth, // FLOPs per byte where the two roofs meet
@@ -275,14 +286,18 @@
       best: "Best γ (1–64)",
       chart: "Expected speed-up for γ = 1 to",
       hbmTitle: "Attention HBM traffic and runtime estimate",
-      hbmNote: "A roofline estimate for one head, not a measurement.",
+      hbmNote: "A model of one head, not a measurement.",
+      runtimeModel: "Runtime model",
+      roofline: "max(compute, memory): roofline",
+      additive: "compute + memory: additive",
+      ideal: "Ideal (all once)",
       seqLen: "Sequence length N",
       dim: "Head dimension d",
       gpu: "GPU",
       precision: "Precision",
       causal: "Causal mask",
       standard: "Standard",
-      flash: "Tiled (FlashAttention)",
+      flash: "Tiled",
       tiles: "Tiles B_q × B_k (from SRAM)",
       traffic: "HBM traffic (elements)",
       trafficBytes: "HBM traffic",
@@ -321,14 +336,18 @@
       best: "最佳 γ（1–64）",
       chart: "γ = 1 到下列值的預期加速：",
       hbmTitle: "注意力的 HBM 流量與執行時間估計",
-      hbmNote: "以屋頂線模型估計一個注意力頭，不是量測值。",
+      hbmNote: "一個注意力頭的模型估計，不是量測值。",
+      runtimeModel: "執行時間模型",
+      roofline: "max(計算, 記憶體)：屋頂線",
+      additive: "計算 + 記憶體：相加",
+      ideal: "理想（各一次）",
       seqLen: "序列長度 N",
       dim: "頭維度 d",
       gpu: "GPU",
       precision: "精度",
       causal: "因果遮罩",
       standard: "標準注意力",
-      flash: "分塊（FlashAttention）",
+      flash: "分塊",
       tiles: "區塊大小 B_q × B_k（由 SRAM 推得）",
       traffic: "HBM 流量（元素）",
       trafficBytes: "HBM 流量",
@@ -628,7 +647,16 @@
   function mountHbmTraffic(root, t) {
     const gpus = Object.keys(PRESETS.gpu_presets);
     const table = element("table", { class: "calc__table" }, [
-      element("thead", {}, element("tr", {}, [element("th", {}, ""), element("th", {}, t.standard), element("th", {}, t.flash)])),
+      element(
+        "thead",
+        {},
+        element("tr", {}, [
+          element("th", {}, ""),
+          element("th", {}, t.standard),
+          element("th", {}, t.flash),
+          element("th", {}, t.ideal),
+        ])
+      ),
       element("tbody"),
     ]);
     const rows = [
@@ -648,6 +676,7 @@
           element("th", { scope: "row" }, label),
           element("td", {}, element("output", { "data-key": `standard_${key}` }, "—")),
           element("td", {}, element("output", { "data-key": `flash_${key}` }, "—")),
+          element("td", {}, element("output", { "data-key": `flash_ideal_${key}` }, "—")),
         ])
       );
     }
@@ -661,13 +690,17 @@
         field(t.gpu, select("gpu", gpus.map((g) => [g, g]), gpus[0])),
         field(t.precision, select("precision", [["fp32", "fp32 (4 B)"], ["fp16", "fp16 (2 B)"]], "fp32")),
         field(t.causal, element("input", { type: "checkbox", name: "causal" })),
+        field(
+          t.runtimeModel,
+          select("runtime_model", [["roofline", t.roofline], ["additive", t.additive]], "roofline")
+        ),
       ],
       [element("div", { class: "calc__table-wrap" }, table), outputRow("ridge", t.ridge)]
     );
 
-    function showMethod(method, traffic, flops, elementBytes, gpu, precision, tiles) {
+    function showMethod(method, traffic, flops, elementBytes, gpu, precision, runtimeModel, tiles) {
       const bytes = traffic.total * elementBytes;
-      const estimate = estimateRuntime(flops, bytes, gpu, precision);
+      const estimate = estimateRuntime(flops, bytes, gpu, precision, runtimeModel);
       show(root, `${method}_tiles`, tiles ? `${tiles[0]} × ${tiles[1]}` : t.notApplicable);
       show(root, `${method}_elements`, formatCompact(traffic.total), traffic.total);
       show(root, `${method}_bytes`, formatDecimal(bytes), bytes);
@@ -686,16 +719,19 @@
       const gpu = form.elements.gpu.value;
       const precision = form.elements.precision.value;
       const causal = form.elements.causal.checked;
+      const runtimeModel = form.elements.runtime_model.value;
       const elementBytes = precision === "fp32" ? 4 : 2;
       clearOutputs(root);
       try {
         const flops = attentionFlops(N, d, causal);
-        showMethod("standard", hbmTraffic(N, d, "standard"), flops, elementBytes, gpu, precision, null);
+        const fixed = [gpu, precision, runtimeModel];
+        showMethod("standard", hbmTraffic(N, d, "standard"), flops, elementBytes, ...fixed, null);
+        showMethod("flash_ideal", hbmTraffic(N, d, "flash_ideal"), flops, elementBytes, ...fixed, null);
         // Tiles as Algorithm 1 picks them from one SM's shared memory on this GPU.
         const sramBytes = PRESETS.gpu_presets[gpu].sram_kib_per_sm * 1024;
         const tiles = blocksFromSram(sramBytes, d, elementBytes);
         const traffic = hbmTraffic(N, d, "flash", { block_q: tiles[0], block_k: tiles[1], causal: causal });
-        showMethod("flash", traffic, flops, elementBytes, gpu, precision, tiles);
+        showMethod("flash", traffic, flops, elementBytes, ...fixed, tiles);
         showError(root, null);
       } catch (error) {
         showError(root, error);

@@ -1,5 +1,8 @@
-"""HBM traffic and a roofline runtime estimate for attention: change the numbers and rerun.
+"""HBM traffic and runtime estimates for attention, in both conventions: change the numbers and rerun.
 
+Three traffic counts (standard; tiled FlashAttention with tiles from the GPU's SRAM; the ideal
+count where every input and output crosses HBM once, as the NTU lab counts) and two runtime
+models (roofline: the max of compute and memory time; additive: their sum, as the NTU lab adds).
 Runs anywhere (plain Python). The functions are generated from inferlab/flash/traffic.py.
 """
 
@@ -7,7 +10,8 @@ import math
 from dataclasses import dataclass
 
 # >>> generated from inferlab/flash/traffic.py:calculator (python -m inferlab.snippetsync)
-METHODS = ("standard", "flash")
+METHODS = ("standard", "flash", "flash_ideal")
+RUNTIME_MODELS = ("roofline", "additive")
 
 
 @dataclass(frozen=True)
@@ -82,11 +86,16 @@ def hbm_traffic(
     _check_positive_int(d, "d")
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    if method == "standard":
+    if method in ("standard", "flash_ideal"):
         if sram_bytes is not None or block_q is not None or block_k is not None:
-            raise ValueError("standard attention has no tiles: leave sram_bytes, block_q and block_k as None")
+            raise ValueError(f"{method} has no tiles: leave sram_bytes, block_q and block_k as None")
+    if method == "standard":
         reads = 3 * N * d + 2 * N * N  # Q, K, V, and S and P read back
         writes = 2 * N * N + N * d  # S, P, and the output O
+        return {"reads": reads, "writes": writes, "total": reads + writes}
+    if method == "flash_ideal":
+        reads = 4 * N * d + 2 * N  # Q, K, V and O once each; the row statistics l and m once
+        writes = N * d + 2 * N  # O, l and m once
         return {"reads": reads, "writes": writes, "total": reads + writes}
 
     if sram_bytes is not None:
@@ -124,13 +133,20 @@ def attention_flops(N: int, d: int, causal: bool = False, backward: bool = False
     return flops / 2 if causal else flops
 
 
-def estimate_runtime(flops: float, bytes_moved: float, gpu: str | GPUSpec, precision: str = "fp32") -> dict:
-    """Return the roofline estimate: compute time, memory time, their max, and which one bounds it."""
+def estimate_runtime(
+    flops: float, bytes_moved: float, gpu: str | GPUSpec, precision: str = "fp32", runtime_model: str = "roofline"
+) -> dict:
+    """Return compute time, memory time, the runtime estimate (their max, or their sum), and which term is larger.
+
+    precision "fp16" means the 16-bit Tensor Core peak (fp16, and bf16 on GPUs that have it).
+    """
     spec = GPU_PRESETS.get(gpu) if isinstance(gpu, str) else gpu
     if not isinstance(spec, GPUSpec):
         raise ValueError(f"gpu must be one of {sorted(GPU_PRESETS)} or a GPUSpec, got {gpu!r}")
     if precision not in ("fp32", "fp16"):
         raise ValueError(f"precision must be 'fp32' or 'fp16', got {precision!r}")
+    if runtime_model not in RUNTIME_MODELS:
+        raise ValueError(f"runtime_model must be one of {RUNTIME_MODELS}, got {runtime_model!r}")
     for name, value in (("flops", flops), ("bytes_moved", bytes_moved)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
             raise ValueError(f"{name} must be a number >= 0, got {value!r}")
@@ -141,7 +157,8 @@ def estimate_runtime(flops: float, bytes_moved: float, gpu: str | GPUSpec, preci
     return {
         "compute_s": compute_s,
         "memory_s": memory_s,
-        "runtime_s": max(compute_s, memory_s),
+        # roofline: arithmetic and memory traffic overlap perfectly; additive: not at all.
+        "runtime_s": max(compute_s, memory_s) if runtime_model == "roofline" else compute_s + memory_s,
         "bound": "compute" if compute_s >= memory_s else "memory",
         "arithmetic_intensity": flops / bytes_moved if bytes_moved else math.inf,
         "ridge_point": peak_flops / bandwidth,  # FLOPs per byte where the two roofs meet
@@ -151,19 +168,25 @@ def estimate_runtime(flops: float, bytes_moved: float, gpu: str | GPUSpec, preci
 # <<< generated
 
 # --8<-- [start:use]
-N, d = 2048, 64  # sequence length and head dim: try your own
+N, d = 6144, 64  # sequence length and head dim: try your own
 GPU = "T4"  # or "A100", "H100", "H200"
-ELEMENT_BYTES = 4  # fp32, as in the T4 numbers above
+PRECISION, ELEMENT_BYTES = "fp32", 4  # or "fp16", 2: the 16-bit Tensor Core peak, half the bytes
 
 flops = attention_flops(N, d)
 sram = GPU_PRESETS[GPU].sram_kib_per_sm * 1024
-for method, options in (("standard", {}), ("flash", {"sram_bytes": sram})):
-    traffic = hbm_traffic(N, d, method, **options)
-    estimate = estimate_runtime(flops, ELEMENT_BYTES * traffic["total"], GPU)
+counts = {
+    "standard": hbm_traffic(N, d, "standard"),
+    "flash, tiled": hbm_traffic(N, d, "flash", sram_bytes=sram, element_bytes=ELEMENT_BYTES),
+    "flash, ideal": hbm_traffic(N, d, "flash_ideal"),
+}
+print(f"{'':>12}  {'elements':>10}  {'FLOP/byte':>9}  {'max (ms)':>9}  {'sum (ms)':>9}  bound")
+for name, traffic in counts.items():
+    moved = ELEMENT_BYTES * traffic["total"]
+    overlapped = estimate_runtime(flops, moved, GPU, PRECISION, runtime_model="roofline")
+    additive = estimate_runtime(flops, moved, GPU, PRECISION, runtime_model="additive")
     print(
-        f"{method:>8}: {traffic['total'] / 1e6:8.2f} M elements moved, "
-        f"{estimate['arithmetic_intensity']:6.1f} FLOP/byte, "
-        f"{estimate['runtime_s'] * 1e3:7.3f} ms ({estimate['bound']}-bound)"
+        f"{name:>12}  {traffic['total'] / 1e6:8.2f} M  {overlapped['arithmetic_intensity']:9.1f}  "
+        f"{overlapped['runtime_s'] * 1e3:9.3f}  {additive['runtime_s'] * 1e3:9.3f}  {overlapped['bound']}"
     )
-print(f"ridge point of {GPU}: {estimate['ridge_point']:.1f} FLOP/byte")
+print(f"ridge point of {GPU} at {PRECISION}: {overlapped['ridge_point']:.1f} FLOP/byte")
 # --8<-- [end:use]

@@ -29,7 +29,7 @@ from .traffic import GPU_PRESETS, attention_flops, blocks_from_sram, estimate_ru
 HEAD_DIM = 64
 MEMORY_NS = [1024, 2048, 4096, 8192, 16384]
 MEMORY_BLOCK = 128  # the tiled forward's tile for the memory run (bigger tiles, fewer Python steps)
-TRAFFIC_NS = [512, 1024, 2048, 4096, 8192, 16384]
+TRAFFIC_NS = [768, 1536, 3072, 6144, 12288, 24576]  # not the NTU lab's own sizes: its questions are yours
 SRAM_KIB = [16, 64]  # Dao et al. (2022) Algorithm 1 tiles; at d = 64 any SRAM above 64 KiB gives the same tiles
 TILE_ROWS = [128, 256]  # query tiles taller than d, as FlashAttention-2 kernels use
 EXAMPLE = {"N": 6144, "d": 64, "gpu": "T4", "sram_kib": 64}  # the site's own worked example
@@ -150,42 +150,89 @@ def plot_memory(values: dict) -> None:
 
 # ---------------------------------------------------------------- traffic and runtime models
 
+PRECISIONS = {"fp32": 4, "fp16": 2}  # estimate_runtime's precision -> bytes per element
+RUNTIME_GPUS = ("T4", "A100")
+BOUND_ZH = {"memory": "受限於記憶體", "compute": "受限於計算"}  # the glossary's terms, for the zh-TW pages
+
 
 def run_traffic() -> dict:
-    """Evaluate the traffic and runtime models and write flash_traffic.json."""
+    """Evaluate the traffic and runtime models and write flash_traffic.json (a model: nothing is timed)."""
     values = traffic_values()
-    write_result("flash_traffic", values, command="python -m inferlab.flash.bench (traffic model, no measurement)")
+    write_result("flash_traffic", values, command="python -m inferlab.flash.bench --traffic-only")
     return values
 
 
-def traffic_values() -> dict:
-    """Return hbm_traffic and estimate_runtime over N and SRAM sizes, and the worked example."""
+def tiled_traffic(n: int, d: int, gpu: str, precision: str) -> dict:
+    """Return hbm_traffic of the tiled forward with Algorithm 1's tiles for one SM of ``gpu`` at ``precision``."""
+    sram = GPU_PRESETS[gpu].sram_kib_per_sm * 1024
+    return hbm_traffic(n, d, "flash", sram_bytes=sram, element_bytes=PRECISIONS[precision])
+
+
+def traffic_of(method: str, n: int, d: int, gpu: str, precision: str) -> dict:
+    """Return hbm_traffic of one method; only the tiled count depends on the GPU's SRAM and the precision."""
+    return tiled_traffic(n, d, gpu, precision) if method == "flash" else hbm_traffic(n, d, method)
+
+
+def runtime_rows(precision: str) -> list[dict]:
+    """Return roofline estimates (ms) of standard and tiled attention over N on the T4 and the A100."""
     rows = []
     for n in TRAFFIC_NS:
-        row = {"N": n, "standard": hbm_traffic(n, HEAD_DIM, "standard")["total"]}
+        flops = attention_flops(n, HEAD_DIM)
+        row = {"N": n}
+        for gpu in RUNTIME_GPUS:
+            for method, label in (("standard", "standard"), ("flash", "tiled")):
+                moved = traffic_of(method, n, HEAD_DIM, gpu, precision)["total"] * PRECISIONS[precision]
+                estimate = estimate_runtime(flops, moved, gpu, precision)
+                row[f"{gpu} {label} ms"] = round(estimate["runtime_s"] * 1e3, 4)
+        rows.append(row)
+    return rows
+
+
+def traffic_values() -> dict:
+    """Return hbm_traffic and estimate_runtime over N, SRAM sizes and precisions, and the worked example."""
+    rows = []
+    for n in TRAFFIC_NS:
+        row = {
+            "N": n,
+            "standard": hbm_traffic(n, HEAD_DIM, "standard")["total"],
+            "flash_ideal": hbm_traffic(n, HEAD_DIM, "flash_ideal")["total"],
+        }
         for kib in SRAM_KIB:
             row[f"flash_{kib}KiB"] = hbm_traffic(n, HEAD_DIM, "flash", sram_bytes=kib * 1024)["total"]
         for block_q in TILE_ROWS:
             row[f"flash_{block_q}x64"] = hbm_traffic(n, HEAD_DIM, "flash", block_q=block_q, block_k=64)["total"]
         rows.append(row)
-    runtime_rows = []
-    for n in TRAFFIC_NS:
-        flops = attention_flops(n, HEAD_DIM)
-        row = {"N": n}
-        for gpu in ("T4", "A100"):
-            sram = GPU_PRESETS[gpu].sram_kib_per_sm * 1024
-            standard = estimate_runtime(flops, 4 * hbm_traffic(n, HEAD_DIM, "standard")["total"], gpu)
-            flash = estimate_runtime(flops, 4 * hbm_traffic(n, HEAD_DIM, "flash", sram_bytes=sram)["total"], gpu)
-            row[f"{gpu}_standard_ms"] = round(standard["runtime_s"] * 1e3, 4)
-            row[f"{gpu}_flash_ms"] = round(flash["runtime_s"] * 1e3, 4)
-        runtime_rows.append(row)
     return {
         "d": HEAD_DIM,
         "element_bytes": 4,
         "traffic_rows": rows,
-        "runtime_rows": runtime_rows,
+        "runtime_rows": runtime_rows("fp32"),
+        "runtime_rows_fp16": runtime_rows("fp16"),
+        "precision_rows": precision_rows(),
         "example": worked_example(),
     }
+
+
+def precision_rows() -> list[dict]:
+    """Return, per GPU and precision, the ridge point and where the worked example's standard attention sits."""
+    n, d = EXAMPLE["N"], EXAMPLE["d"]
+    flops = attention_flops(n, d)
+    rows = []
+    for gpu, spec in GPU_PRESETS.items():
+        for precision, element_bytes in PRECISIONS.items():
+            moved = hbm_traffic(n, d, "standard")["total"] * element_bytes
+            estimate = estimate_runtime(flops, moved, gpu, precision)
+            rows.append(
+                {
+                    "GPU": gpu,
+                    "precision": "fp32, CUDA cores" if precision == "fp32" else "fp16, Tensor Cores",
+                    "peak TFLOP/s": spec.fp32_tflops if precision == "fp32" else spec.fp16_tflops,
+                    "ridge point (FLOP/byte)": round(estimate["ridge_point"], 1),
+                    "standard attention (FLOP/byte)": round(estimate["arithmetic_intensity"], 1),
+                    "bound": estimate["bound"],
+                }
+            )
+    return rows
 
 
 def worked_example() -> dict:
@@ -193,12 +240,8 @@ def worked_example() -> dict:
     n, d, gpu, kib = EXAMPLE["N"], EXAMPLE["d"], EXAMPLE["gpu"], EXAMPLE["sram_kib"]
     block_q, block_k = blocks_from_sram(kib * 1024, d)
     flops = attention_flops(n, d)
-    standard = hbm_traffic(n, d, "standard")
-    flash = hbm_traffic(n, d, "flash", sram_bytes=kib * 1024)
-    standard_time = estimate_runtime(flops, 4 * standard["total"], gpu)
-    flash_time = estimate_runtime(flops, 4 * flash["total"], gpu)
     spec = GPU_PRESETS[gpu]
-    return {
+    values = {
         "N": n,
         "d": d,
         "gpu": gpu,
@@ -206,84 +249,119 @@ def worked_example() -> dict:
         "block_q": block_q,
         "block_k": block_k,
         "flops_g": round(flops / 1e9, 3),
-        "standard_elements_m": round(standard["total"] / 1e6, 2),
-        "flash_elements_m": round(flash["total"] / 1e6, 2),
-        "standard_mb": round(4 * standard["total"] / 1e6, 1),
-        "flash_mb": round(4 * flash["total"] / 1e6, 1),
-        "traffic_ratio": round(standard["total"] / flash["total"], 2),
-        "compute_ms": round(standard_time["compute_s"] * 1e3, 3),
-        "standard_memory_ms": round(standard_time["memory_s"] * 1e3, 3),
-        "flash_memory_ms": round(flash_time["memory_s"] * 1e3, 3),
-        "standard_ms": round(standard_time["runtime_s"] * 1e3, 3),
-        "flash_ms": round(flash_time["runtime_s"] * 1e3, 3),
-        "standard_bound": standard_time["bound"],
-        "flash_bound": flash_time["bound"],
-        "standard_intensity": round(standard_time["arithmetic_intensity"], 2),
-        "flash_intensity": round(flash_time["arithmetic_intensity"], 2),
-        "ridge_point": round(standard_time["ridge_point"], 2),
         "gpu_tflops": spec.fp32_tflops,
+        "gpu_fp16_tflops": spec.fp16_tflops,
         "gpu_bandwidth_gbs": spec.bandwidth_gbs,
+        "compute_ms": round(flops / (spec.fp32_tflops * 1e12) * 1e3, 3),
+        "ridge_point": round(spec.fp32_tflops * 1e12 / (spec.bandwidth_gbs * 1e9), 2),
+        "ridge_point_fp16": round(spec.fp16_tflops * 1e12 / (spec.bandwidth_gbs * 1e9), 2),
     }
+    labels = {
+        "standard": "standard, N(4d + 4N)",
+        "flash": f"tiled, {block_q} x {block_k} tiles",
+        "flash_ideal": "ideal, N(5d + 4)",
+    }
+    conventions, totals = [], {}
+    for method, label in labels.items():
+        totals[method] = traffic_of(method, n, d, gpu, "fp32")["total"]
+        roofline = estimate_runtime(flops, 4 * totals[method], gpu)
+        additive = estimate_runtime(flops, 4 * totals[method], gpu, runtime_model="additive")
+        half = traffic_of(method, n, d, gpu, "fp16")["total"]
+        fp16 = estimate_runtime(flops, 2 * half, gpu, "fp16")
+        values.update(
+            {
+                f"{method}_elements_m": round(totals[method] / 1e6, 2),
+                f"{method}_mb": round(4 * totals[method] / 1e6, 1),
+                f"{method}_memory_ms": round(roofline["memory_s"] * 1e3, 3),
+                f"{method}_ms": round(roofline["runtime_s"] * 1e3, 3),
+                f"{method}_additive_ms": round(additive["runtime_s"] * 1e3, 3),
+                f"{method}_bound": roofline["bound"],
+                f"{method}_bound_zh": BOUND_ZH[roofline["bound"]],
+                f"{method}_intensity": round(roofline["arithmetic_intensity"], 2),
+                f"{method}_fp16_ms": round(fp16["runtime_s"] * 1e3, 4),
+                f"{method}_fp16_bound": fp16["bound"],
+                f"{method}_fp16_bound_zh": BOUND_ZH[fp16["bound"]],
+            }
+        )
+        conventions.append(
+            {
+                "traffic count": label,
+                "elements (M)": round(totals[method] / 1e6, 2),
+                "memory ms": round(roofline["memory_s"] * 1e3, 3),
+                "max(compute, memory) ms": round(roofline["runtime_s"] * 1e3, 3),
+                "compute + memory ms": round(additive["runtime_s"] * 1e3, 3),
+            }
+        )
+    values["traffic_ratio"] = round(totals["standard"] / totals["flash"], 2)
+    values["tiled_over_ideal"] = round(totals["flash"] / totals["flash_ideal"], 1)
+    # The ideal count is Algorithm 1's when one key/value block holds all N keys: B_c = M / 4d >= N.
+    ideal_sram_bytes = 4 * n * d * 4
+    values["ideal_sram_mib"] = round(ideal_sram_bytes / 2**20, 1)
+    values["ideal_sram_over_sm"] = round(ideal_sram_bytes / (kib * 1024))
+    values["conventions"] = conventions
+    return values
 
 
 def plot_traffic(values: dict) -> None:
     import matplotlib.pyplot as plt
 
     ns = [row["N"] for row in values["traffic_rows"]]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, (left, middle, right) = plt.subplots(1, 3, figsize=(15, 4.2))
     left.loglog(ns, [row["standard"] for row in values["traffic_rows"]], "o-", label="standard")
     for kib in SRAM_KIB:
         left.loglog(
             ns,
             [row[f"flash_{kib}KiB"] for row in values["traffic_rows"]],
             "s--",
-            label=f"flash, SRAM {kib} KiB (Alg. 1 tiles)",
+            label=f"tiled, SRAM {kib} KiB (Alg. 1 tiles)",
         )
     for block_q in TILE_ROWS:
         left.loglog(
-            ns, [row[f"flash_{block_q}x64"] for row in values["traffic_rows"]], "^:", label=f"flash, {block_q}x64 tiles"
+            ns, [row[f"flash_{block_q}x64"] for row in values["traffic_rows"]], "^:", label=f"tiled, {block_q}x64 tiles"
         )
+    left.loglog(ns, [row["flash_ideal"] for row in values["traffic_rows"]], "k-.", label="ideal: all once, N(5d+4)")
     left.set_xlabel("sequence length N")
     left.set_ylabel("HBM reads + writes (elements)")
     left.set_title(f"HBM traffic, one head, d = {values['d']}")
-    left.legend()
+    left.legend(fontsize=8)
     left.grid(True, which="both", alpha=0.3)
-    for gpu, marker in (("T4", "o"), ("A100", "^")):
-        right.loglog(
-            ns, [row[f"{gpu}_standard_ms"] for row in values["runtime_rows"]], marker + "-", label=f"{gpu} standard"
-        )
-        right.loglog(
-            ns, [row[f"{gpu}_flash_ms"] for row in values["runtime_rows"]], marker + "--", label=f"{gpu} flash"
-        )
-    right.set_xlabel("sequence length N")
-    right.set_ylabel("roofline estimate (ms, fp32)")
-    right.set_title("Estimated forward time, one head")
-    right.legend()
-    right.grid(True, which="both", alpha=0.3)
+    for ax, key, precision in ((middle, "runtime_rows", "fp32"), (right, "runtime_rows_fp16", "fp16 Tensor Cores")):
+        for gpu, marker in (("T4", "o"), ("A100", "^")):
+            ax.loglog(ns, [row[f"{gpu} standard ms"] for row in values[key]], marker + "-", label=f"{gpu} standard")
+            ax.loglog(ns, [row[f"{gpu} tiled ms"] for row in values[key]], marker + "--", label=f"{gpu} tiled")
+        ax.set_xlabel("sequence length N")
+        ax.set_ylabel("roofline estimate (ms)")
+        ax.set_title(f"Estimated forward time, {precision}")
+        ax.legend(fontsize=8)
+        ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
     save_figure(fig, "traffic")
     plt.close(fig)
 
 
 def plot_roofline(values: dict) -> None:
-    """Draw the T4 fp32 roofline with the worked example's two methods on it."""
+    """Draw the T4 rooflines (fp32 and fp16) with the worked example's two methods on each."""
     import matplotlib.pyplot as plt
 
     example = values["example"]
     spec = GPU_PRESETS[example["gpu"]]
-    intensity = [2 ** (i / 4) for i in range(-8, 41)]
-    attainable = [min(spec.fp32_tflops, x * spec.bandwidth_gbs / 1e3) for x in intensity]
-    fig, ax = plt.subplots(figsize=(6, 4))
-    ax.loglog(intensity, attainable, "k-", label=f"{spec.name} roof (fp32)")
-    for key, label, marker in (("standard", "standard attention", "o"), ("flash", "tiled (flash)", "s")):
-        x = example[f"{key}_intensity"]
-        ax.loglog([x], [min(spec.fp32_tflops, x * spec.bandwidth_gbs / 1e3)], marker, markersize=9, label=label)
-    ax.axvline(example["ridge_point"], color="gray", linestyle=":", label="ridge point")
+    n, d = example["N"], example["d"]
+    flops = attention_flops(n, d)
+    intensity = [2 ** (i / 4) for i in range(-8, 48)]
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    for precision, peak, style in (("fp32", spec.fp32_tflops, "k-"), ("fp16", spec.fp16_tflops, "k--")):
+        attainable = [min(peak, x * spec.bandwidth_gbs / 1e3) for x in intensity]
+        ax.loglog(intensity, attainable, style, label=f"{spec.name} roof, {precision}")
+        for method, label, marker in (("standard", "standard", "o"), ("flash", "tiled", "s")):
+            moved = traffic_of(method, n, d, spec.name, precision)["total"] * PRECISIONS[precision]
+            x = flops / moved
+            point = min(peak, x * spec.bandwidth_gbs / 1e3)
+            ax.loglog([x], [point], marker, markersize=8, label=f"{label}, {precision}")
     ax.set_xlabel("arithmetic intensity (FLOPs per byte)")
     ax.set_ylabel("attainable TFLOP/s")
-    ax.set_title(f"Roofline, N = {example['N']}, d = {example['d']}")
+    ax.set_title(f"Roofline, N = {n}, d = {d}")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
+    ax.legend(fontsize=8)
     fig.tight_layout()
     save_figure(fig, "roofline")
     plt.close(fig)
@@ -798,6 +876,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="FlashAttention benchmarks and figures.")
     parser.add_argument("--quick", action="store_true", help="N only up to 4k (a minute on a CPU)")
     parser.add_argument("--gpu", action="store_true", help="measure TFLOP/s and peak memory on a CUDA GPU instead")
+    parser.add_argument(
+        "--traffic-only",
+        action="store_true",
+        help="only the traffic and runtime models and the explanatory figures (seconds; nothing is timed)",
+    )
     gpu_arguments(parser)
     args = parser.parse_args(argv)
     check_gpu_arguments(parser, args)
@@ -827,6 +910,8 @@ def main(argv: list[str] | None = None) -> int:
     plot_roofline(traffic)
     plot_tiles()
     plot_online_softmax()
+    if args.traffic_only:
+        return 0
     write_gpu_placeholder_if_missing()
     memory = run_memory([n for n in MEMORY_NS if n <= 4096] if args.quick else MEMORY_NS, command=command)
     plot_memory(memory)

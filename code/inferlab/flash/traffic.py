@@ -1,14 +1,23 @@
-"""How many elements attention moves to and from HBM, and a roofline estimate of its runtime.
+"""How many elements attention moves to and from HBM, and two estimates of its runtime.
 
 Pure Python (no torch), so the same functions can run in a browser calculator.
 
 - ``hbm_traffic(N, d, "standard")``: the simplified accounting of Dao et al. (2022), Algorithm 0:
   read Q, K, V, S, P and write S, P, O, which is N(4d + 4N) elements in all: Theta(Nd + N^2).
 - ``hbm_traffic(N, d, "flash", ...)``: exactly what :func:`inferlab.flash.flash_attention` moves
-  for the given tiles: Q once, K and V once per query tile, O and L once. With tiles chosen from
-  the SRAM size M as in Dao et al. (2022), Algorithm 1, that is Theta(N^2 d^2 / M) (their Theorem 2).
-- ``estimate_runtime(flops, bytes_moved, gpu)``: the roofline model (Williams et al. 2009): the
-  slower of doing the arithmetic at peak and moving the bytes at peak bandwidth.
+  for the given tiles, in FlashAttention-2's loop order (query tiles outside, key/value tiles
+  inside): Q once, K and V once per query tile, O and L once. Tiles can be chosen from the SRAM
+  size M by the rule of Dao et al. (2022), Algorithm 1; then K and V are reread about 4Nd/M times
+  while M < 4d^2, giving their Theorem 2's Theta(N^2 d^2 / M), and N/d times once M >= 4d^2
+  (the query tile is capped at d rows).
+- ``hbm_traffic(N, d, "flash_ideal")``: every input and output crosses HBM once: Q, K, V and O
+  read, the row statistics l and m read, O, l and m written, N(5d + 4) elements. This is the NTU
+  lab's count; Algorithm 1 moves exactly this only when one key/value block holds all N keys
+  (SRAM of about 4Nd elements). With real SRAM both loop orders reread something and move more.
+- ``estimate_runtime(flops, bytes_moved, gpu, runtime_model=...)``: "roofline" (Williams et al.
+  2009) takes the slower of doing the arithmetic at peak and moving the bytes at peak bandwidth,
+  as if the two overlapped perfectly; "additive" adds them, as if they never overlapped (the NTU
+  lab's model). A real kernel lands in between.
 """
 
 from __future__ import annotations
@@ -17,7 +26,8 @@ import math
 from dataclasses import dataclass
 
 # --8<-- [start:calculator]
-METHODS = ("standard", "flash")
+METHODS = ("standard", "flash", "flash_ideal")
+RUNTIME_MODELS = ("roofline", "additive")
 
 
 @dataclass(frozen=True)
@@ -95,11 +105,16 @@ def hbm_traffic(
     _check_positive_int(d, "d")
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    if method == "standard":
+    if method in ("standard", "flash_ideal"):
         if sram_bytes is not None or block_q is not None or block_k is not None:
-            raise ValueError("standard attention has no tiles: leave sram_bytes, block_q and block_k as None")
+            raise ValueError(f"{method} has no tiles: leave sram_bytes, block_q and block_k as None")
+    if method == "standard":
         reads = 3 * N * d + 2 * N * N  # Q, K, V, and S and P read back
         writes = 2 * N * N + N * d  # S, P, and the output O
+        return {"reads": reads, "writes": writes, "total": reads + writes}
+    if method == "flash_ideal":
+        reads = 4 * N * d + 2 * N  # Q, K, V and O once each; the row statistics l and m once
+        writes = N * d + 2 * N  # O, l and m once
         return {"reads": reads, "writes": writes, "total": reads + writes}
 
     if sram_bytes is not None:
@@ -139,13 +154,20 @@ def attention_flops(N: int, d: int, causal: bool = False, backward: bool = False
 
 
 # --8<-- [start:estimate_runtime]
-def estimate_runtime(flops: float, bytes_moved: float, gpu: str | GPUSpec, precision: str = "fp32") -> dict:
-    """Return the roofline estimate: compute time, memory time, their max, and which one bounds it."""
+def estimate_runtime(
+    flops: float, bytes_moved: float, gpu: str | GPUSpec, precision: str = "fp32", runtime_model: str = "roofline"
+) -> dict:
+    """Return compute time, memory time, the runtime estimate (their max, or their sum), and which term is larger.
+
+    precision "fp16" means the 16-bit Tensor Core peak (fp16, and bf16 on GPUs that have it).
+    """
     spec = GPU_PRESETS.get(gpu) if isinstance(gpu, str) else gpu
     if not isinstance(spec, GPUSpec):
         raise ValueError(f"gpu must be one of {sorted(GPU_PRESETS)} or a GPUSpec, got {gpu!r}")
     if precision not in ("fp32", "fp16"):
         raise ValueError(f"precision must be 'fp32' or 'fp16', got {precision!r}")
+    if runtime_model not in RUNTIME_MODELS:
+        raise ValueError(f"runtime_model must be one of {RUNTIME_MODELS}, got {runtime_model!r}")
     for name, value in (("flops", flops), ("bytes_moved", bytes_moved)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
             raise ValueError(f"{name} must be a number >= 0, got {value!r}")
@@ -156,7 +178,8 @@ def estimate_runtime(flops: float, bytes_moved: float, gpu: str | GPUSpec, preci
     return {
         "compute_s": compute_s,
         "memory_s": memory_s,
-        "runtime_s": max(compute_s, memory_s),
+        # roofline: arithmetic and memory traffic overlap perfectly; additive: not at all.
+        "runtime_s": max(compute_s, memory_s) if runtime_model == "roofline" else compute_s + memory_s,
         "bound": "compute" if compute_s >= memory_s else "memory",
         "arithmetic_intensity": flops / bytes_moved if bytes_moved else math.inf,
         "ridge_point": peak_flops / bandwidth,  # FLOPs per byte where the two roofs meet
