@@ -1,4 +1,4 @@
-"""Sessions: test, docs, serve, lint, bench (GPU). Every session installs under constraints.txt.
+"""Sessions: test, docs, serve, lint, bench (GPU), mutate (slow, not CI). Every session installs under constraints.txt.
 
 torch is installed first and pinned, so pip never swaps in a multi-GB CUDA build on a CPU machine.
 """
@@ -49,6 +49,17 @@ def lint(session: nox.Session) -> None:
     session.install(*CONSTRAINTS, "ruff")
     session.run("ruff", "format", "--check", "code", "tests", "snippets", "tools", "noxfile.py")
     session.run("ruff", "check", "code", "tests", "snippets", "tools", "noxfile.py")
+
+
+@nox.session(default=False)
+def mutate(session: nox.Session) -> None:
+    """Mutation testing (slow, not CI): mutmut and the hand-written mutants, scored per module.
+
+    `nox -s mutate` runs everything and records docs/results/mutation_score.json; arguments go to
+    tools/mutate.py, e.g. `nox -s mutate -- planted --modules bench hooks`.
+    """
+    install(session, "test", "docs", "mutation")
+    session.run("python", "tools/mutate.py", *(session.posargs or ["all", "--record"]))
 
 
 @nox.session

@@ -1,0 +1,319 @@
+"""Mutation testing for maintainers: how many small bugs would the tests notice?
+
+    nox -s mutate                                # both measurements, every module, then the result file
+    nox -s mutate -- tool --modules bench hooks  # mutmut on some modules only
+    nox -s mutate -- planted                     # the hand-written mutants only
+
+Two independent measurements, each in a scratch copy under .mutation/ (the working tree is never
+touched, so it is safe while you edit):
+
+- ``tool``: mutmut (a maintained mutation tool from PyPI) mutates every function of a module and
+  runs that module's own tests against each mutant; it runs only the tests that call the mutated
+  function. Survivors can be inspected with ``cd .mutation/tool-<module> && mutmut browse``.
+- ``planted``: the hand-written mutants in tools/planted_mutants.py, realistic bugs applied one at
+  a time, each followed by a run of the module's own tests.
+
+The score of a module is killed / (killed + survived): a mutant is killed when a test fails (or
+times out). Mutants that cannot change behaviour are left out: planted ones carry the reason in
+planted_mutants.py, tool ones are listed with theirs in tools/mutation_equivalent.txt after review.
+With ``--record`` the scores are merged into docs/results/mutation_score.json.
+
+It is slow (tens of minutes per module on 2 cores), so it is not part of ``nox -s test``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+WORK = ROOT / ".mutation"
+MARKERS = "not slow and not gpu and not browser and not vllm"
+
+# module -> (the files mutated, that module's own tests). speculative/ and models/ are left out
+# this round (being rewritten), and so are the benchmark CLIs and the Triton kernel, whose tests
+# are the slow end-to-end ones.
+MODULES: dict[str, tuple[list[str], list[str]]] = {
+    "decoding": (
+        ["code/inferlab/decoding/sampling.py", "code/inferlab/decoding/search.py", "code/inferlab/decoding/tables.py"],
+        ["tests/test_decoding_sampling.py", "tests/test_decoding_search.py"],
+    ),
+    "kvcache": (
+        ["code/inferlab/kvcache/decoder.py", "code/inferlab/kvcache/generate.py", "code/inferlab/kvcache/size.py"],
+        ["tests/test_kvcache.py", "tests/test_kvcache_size.py"],
+    ),
+    "paged": (
+        ["code/inferlab/paged/blocks.py", "code/inferlab/paged/engine.py", "code/inferlab/paged/attention.py"],
+        ["tests/test_paged_blocks.py", "tests/test_paged_engine.py"],
+    ),
+    "flash": (
+        ["code/inferlab/flash/reference.py", "code/inferlab/flash/tiled.py", "code/inferlab/flash/traffic.py"],
+        ["tests/test_flash.py"],
+    ),
+    "bench": (["code/inferlab/bench/__init__.py"], ["tests/test_bench.py"]),
+    "hooks": (["tools/mkdocs_hooks.py", "tools/glossary_links.py"], ["tests/test_mkdocs_hooks.py"]),
+}
+COPIED = ["code", "tools", "tests", "docs", "snippets", "mkdocs.yml", "pyproject.toml"]
+IGNORED = shutil.ignore_patterns(
+    "__pycache__", ".ipynb_checkpoints", "*.pyc", ".hypothesis", ".pytest_cache", "*.egg-info"
+)
+
+
+def test_env(extra_path: Path | None = None) -> dict[str, str]:
+    """Return the environment the tests run in: offline, headless, and importing the scratch copy."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "MPLBACKEND": "Agg"}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    if extra_path is not None:  # ahead of the editable install, which points at the working tree
+        env["PYTHONPATH"] = os.pathsep.join([str(extra_path), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return env
+
+
+def fresh_copy(dest: Path, layout: dict[str, str] | None = None) -> None:
+    """Copy what the tests need into dest; ``layout`` maps a source path to another place in the copy."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    for name in COPIED:
+        source = ROOT / name
+        target = dest / (layout or {}).get(name, name)
+        if source.is_dir():
+            shutil.copytree(source, target, ignore=IGNORED, dirs_exist_ok=True)
+        elif source.is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+
+
+def run_pytest(where: Path, tests: list[str], timeout: float, first_failure: bool = True) -> tuple[str, float]:
+    """Run the tests in a copy; return ("passed" | "failed" | "timeout" | "error", seconds)."""
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", MARKERS, *tests]
+    if first_failure:
+        command.insert(3, "-x")
+    start = time.perf_counter()
+    try:
+        done = subprocess.run(
+            command, cwd=where, env=test_env(where / "code"), capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired:
+        return "timeout", time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    # pytest: 0 all passed, 1 some failed, 2 interrupted (an import error counts: the bug was seen).
+    outcome = {0: "passed", 1: "failed", 2: "failed"}.get(done.returncode, "error")
+    if outcome == "error":
+        print(done.stdout[-3000:], done.stderr[-3000:], sep="\n")
+    return outcome, seconds
+
+
+def score(killed: int, survived: int) -> float | None:
+    """Return killed / (killed + survived), or None when nothing was counted."""
+    return round(killed / (killed + survived), 4) if killed + survived else None
+
+
+# ----- the hand-written mutants ----------------------------------------------------------------
+
+
+def run_planted(modules: list[str]) -> dict[str, dict]:
+    """Plant each hand-written mutant of these modules in turn; return per-module counts and survivors."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    from planted_mutants import MUTANTS
+
+    work = WORK / "planted"
+    fresh_copy(work)
+    summary = {}
+    for module in modules:
+        mutants = [m for m in MUTANTS if m.module == module]
+        if not mutants:
+            continue
+        tests = MODULES[module][1]
+        print(f"\n[planted] {module}: {len(mutants)} mutants; baseline run of {' '.join(tests)}", flush=True)
+        outcome, baseline = run_pytest(work, tests, timeout=1800, first_failure=False)
+        if outcome != "passed":
+            raise SystemExit(f"the unmutated tests of {module} do not pass ({outcome}): fix them first")
+        counts = {"killed": 0, "survived": 0, "equivalent": 0, "stale": 0, "survivors": []}
+        for mutant in mutants:
+            path = work / mutant.path
+            original = path.read_text(encoding="utf-8")
+            if original.count(mutant.old) != 1:  # the code moved on: say so instead of guessing
+                counts["stale"] += 1
+                print(
+                    f"  STALE     {mutant.why} ({mutant.path}: the old text occurs {original.count(mutant.old)} times)"
+                )
+                continue
+            path.write_text(original.replace(mutant.old, mutant.new), encoding="utf-8")
+            try:
+                outcome, seconds = run_pytest(work, tests, timeout=max(300, 5 * baseline))
+            finally:
+                path.write_text(original, encoding="utf-8")
+            caught = outcome in ("failed", "timeout")
+            if mutant.equivalent:
+                counts["equivalent"] += 1
+                verdict = "EQUIV" + (" (caught?)" if caught else "")
+            elif caught:
+                counts["killed"] += 1
+                verdict = "killed"
+            elif outcome == "passed":
+                counts["survived"] += 1
+                counts["survivors"].append(f"{mutant.path}: {mutant.why}")
+                verdict = "SURVIVED"
+            else:
+                raise SystemExit(f"pytest could not run for mutant {mutant.why!r}: {outcome}")
+            print(f"  {verdict:<9} {seconds:6.1f}s  {mutant.why}", flush=True)
+        counts["score"] = score(counts["killed"], counts["survived"])
+        summary[module] = counts
+    return summary
+
+
+# ----- mutmut -----------------------------------------------------------------------------------
+
+# mutmut 3 finds the mutated package under mutants/src, so the copy puts the package (and the tools
+# whose hooks are mutated) there: tests then import inferlab and mkdocs_hooks from the mutated copy.
+SRC_LAYOUT = {"code": "src", "tools": "src"}
+# mutmut's exit codes (mutmut/stats.py): 1 and 3 killed, 0 survived, 33/5 no test ran the code,
+# 36 and friends timed out, 34 skipped; anything else is suspicious and counted as survived.
+KILLED_CODES = {1, 3, 36, 24, -24, 152, 255, 37, -11, -9}
+NO_TEST_CODES = {5, 33}
+SKIPPED_CODES = {34, None}
+# raise statements (mutmut skips the whole statement): their mutants only decorate an error
+# message, which the tests match in part, never the logic that decides to raise.
+DO_NOT_MUTATE = [r"^\s*raise \w+\("]
+
+
+def mutmut_config(module: str) -> str:
+    """Return the [tool.mutmut] section for one module of the src-layout copy."""
+    sources, tests = MODULES[module]
+    only = [str(Path("src", *Path(s).parts[1:])) for s in sources]
+    lines = [
+        "",
+        "[tool.mutmut]",
+        'source_paths = ["src"]',
+        f"only_mutate = {json.dumps(only)}",
+        f"pytest_add_cli_args_test_selection = {json.dumps(tests)}",
+        f'pytest_add_cli_args = ["-p", "no:cacheprovider", "-m", "{MARKERS}"]',
+        'also_copy = ["docs/", "mkdocs.yml", "snippets/"]',
+        f"do_not_mutate_patterns = {json.dumps(DO_NOT_MUTATE)}",
+        'process_isolation = "forkserver"  # torch is not fork-safe after it has run',
+        "use_git_change_detection = false",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def reviewed_equivalents() -> dict[str, str]:
+    """Return {mutmut mutant name: why it cannot change behaviour} from tools/mutation_equivalent.txt."""
+    path = ROOT / "tools" / "mutation_equivalent.txt"
+    if not path.is_file():
+        return {}
+    pairs = (line.split("#", 1) for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
+    return {name.strip(): why.strip() for name, *rest in pairs for why in (rest or [""]) if name.strip()}
+
+
+def run_tool(modules: list[str], jobs: int) -> dict[str, dict]:
+    """Run mutmut over each module with its own tests; return per-module counts and survivors."""
+    equivalents = reviewed_equivalents()
+    summary = {}
+    for module in modules:
+        work = WORK / f"tool-{module}"
+        fresh_copy(work, SRC_LAYOUT)
+        pyproject = work / "pyproject.toml"
+        text = re.sub(r"\n\[tool\.mutmut\].*?(?=\n\[|\Z)", "", pyproject.read_text(encoding="utf-8"), flags=re.S)
+        pyproject.write_text(text + mutmut_config(module), encoding="utf-8")
+        print(f"\n[mutmut] {module}: mutating {' '.join(MODULES[module][0])}", flush=True)
+        log = work / "mutmut.log"
+        start = time.perf_counter()
+        with log.open("w") as out:
+            done = subprocess.run(
+                [sys.executable, "-m", "mutmut", "run", "--max-children", str(jobs)],
+                cwd=work,
+                env=test_env(),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        if done.returncode != 0:
+            print(log.read_text(errors="replace")[-4000:])
+            raise SystemExit(f"mutmut failed on {module} (exit {done.returncode}); log: {log}")
+        counts = {"killed": 0, "survived": 0, "no_tests": 0, "equivalent": 0, "survivors": []}
+        for meta in sorted((work / "mutants" / "src").rglob("*.py.meta")):
+            for name, code in json.loads(meta.read_text())["exit_code_by_key"].items():
+                if code in SKIPPED_CODES:
+                    continue
+                if code in KILLED_CODES:
+                    counts["killed"] += 1
+                elif name in equivalents:
+                    counts["equivalent"] += 1
+                else:
+                    counts["no_tests" if code in NO_TEST_CODES else "survived"] += 1
+                    counts["survivors"].append(name)
+        # A mutant no test runs is a bug no test sees: it counts against the score.
+        counts["score"] = score(counts["killed"], counts["survived"] + counts["no_tests"])
+        counts["minutes"] = round((time.perf_counter() - start) / 60, 1)
+        summary[module] = counts
+        print(f"  {module}: {counts['killed']} killed, {counts['survived']} survived, {counts['no_tests']} untested")
+    return summary
+
+
+# ----- report -----------------------------------------------------------------------------------
+
+
+def print_table(title: str, summary: dict[str, dict]) -> None:
+    print(f"\n{title}")
+    print(f"  {'module':<10} {'killed':>7} {'survived':>9} {'excluded':>9} {'score':>7}")
+    killed = survived = 0
+    for module, c in summary.items():
+        lost = c["survived"] + c.get("no_tests", 0)
+        killed, survived = killed + c["killed"], survived + lost
+        shown = "n/a" if c["score"] is None else f"{c['score']:.0%}"
+        print(f"  {module:<10} {c['killed']:>7} {lost:>9} {c['equivalent']:>9} {shown:>7}")
+    total = score(killed, survived)
+    print(f"  {'all':<10} {killed:>7} {survived:>9} {'':>9} {'n/a' if total is None else f'{total:.0%}':>7}")
+    for module, c in summary.items():
+        for survivor in c["survivors"]:
+            print(f"  survived in {module}: {survivor}")
+
+
+def record(results: dict[str, dict[str, dict]], command: str) -> None:
+    """Merge these scores into docs/results/mutation_score.json (modules not run keep their entry)."""
+    sys.path.insert(0, str(ROOT / "code"))
+    from inferlab.bench import read_result, write_result
+
+    try:
+        values = read_result("mutation_score")["values"]
+    except FileNotFoundError:
+        values = {}
+    today = time.strftime("%Y-%m-%d")
+    for kind, summary in results.items():
+        for module, counts in summary.items():
+            values.setdefault(kind, {})[module] = {**counts, "date": today}
+    for kind in values:
+        if kind in ("tool", "planted"):
+            killed = sum(c["killed"] for c in values[kind].values())
+            lost = sum(c["survived"] + c.get("no_tests", 0) for c in values[kind].values())
+            values[f"{kind}_score"] = score(killed, lost)
+    print("wrote", write_result("mutation_score", values, command=command))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("kind", nargs="?", choices=["all", "tool", "planted"], default="all")
+    parser.add_argument("--modules", nargs="+", choices=sorted(MODULES), default=sorted(MODULES))
+    parser.add_argument("--jobs", type=int, default=2, help="mutmut workers (default 2)")
+    parser.add_argument("--record", action="store_true", help="merge the scores into the result file")
+    args = parser.parse_args(argv)
+    results = {}
+    if args.kind in ("all", "planted"):
+        results["planted"] = run_planted(args.modules)
+        print_table("Hand-written mutants (tools/planted_mutants.py)", results["planted"])
+    if args.kind in ("all", "tool"):
+        results["tool"] = run_tool(args.modules, args.jobs)
+        print_table("mutmut", results["tool"])
+    if args.record:
+        record(results, "python tools/mutate.py " + " ".join(argv if argv is not None else sys.argv[1:]))
+
+
+if __name__ == "__main__":
+    main()
