@@ -43,8 +43,10 @@ print("draft: ", os.environ["INFERLAB_DRAFT"])
 #
 # A forward hook on the first layer's key projection counts how many tokens it projects while the
 # model generates greedily, once re-running the whole sequence at every step and once with a
-# cache. Write your own closed forms in `my_naive_keys` and `my_cached_keys` (top of the cell) and
-# rerun: the last column says whether they match the counts.
+# cache, each both ways: stopping once the last new token is chosen, or feeding that token back
+# too (as a server that keeps the cache for the next turn does). Write your own closed forms in
+# `my_naive_keys` and `my_cached_keys` (top of the cell) and rerun: the last lines say which
+# convention each formula follows, or where it matches neither.
 
 # %%
 # --8<-- "kvcache/key_counts.py"
@@ -72,8 +74,9 @@ print("draft: ", os.environ["INFERLAB_DRAFT"])
 # %% [markdown]
 # ## Try it yourself
 #
-# - Fill in `my_naive_keys` and `my_cached_keys` in the first cell until every row says
-#   "correct". Which term of your naive formula comes from the prompt, and which from generation?
+# - Fill in `my_naive_keys` and `my_cached_keys` in the first cell until both say "correct".
+#   Which term of your naive formula comes from the prompt, and which from generation? Then write
+#   the formulas of the other convention.
 # - In the prefill cell, how does the time per decode step change with the prompt length `T`?
 #   How does prefill's tokens per second compare with decode's, and why?
 # - In the calculator cell, change `TOKENS` and `FREE_GIB`: at what context length does one

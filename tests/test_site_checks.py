@@ -181,3 +181,43 @@ def test_snippetsync_detects_and_fixes_a_stale_copy(tmp_path):
     assert snippetsync.stale_snippets(snippets, tmp_path / "code") == [snippets / "s.py"]
     fixed = snippetsync.synced(stale, tmp_path / "code")
     assert "return v * v" in fixed and "return v + v" not in fixed and fixed.endswith("print(sq(3))\n")
+
+
+# ---- one term per concept --------------------------------------------------------------------
+
+TERM_CHECKED = sorted(DOCS.rglob("*.md")) + sorted((ROOT / "notebooks").glob("*.py"))
+
+
+@pytest.mark.parametrize("path", TERM_CHECKED, ids=lambda p: str(p.relative_to(ROOT)))
+def test_one_term_per_concept(path):
+    problems = sitecheck.term_problems(path)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize(
+    "name, text, word",
+    [
+        ("page.md", "## Check yourself\n", "Check yourself"),
+        ("page.zh-TW.md", "## 自我檢測\n", "自我檢測"),
+        ("page.zh-TW.md", "權重佔用記憶體。\n", "佔"),
+        ("page.zh-TW.md", "所以是 {{result x y}}-bound。\n", "-bound"),
+        ("page.zh-TW.md", "它是 memory-bound 的。\n", "memory-bound"),
+        ("page.zh-TW.md", "見[預填與解碼](p.md)。\n", "預填與解碼"),
+        ("lab.zh-TW.py", "# %% [markdown]\n# ## 自我檢測\n\n# %%\nx = 1\n", "自我檢測"),
+    ],
+)
+def test_term_check_catches_a_replaced_term(tmp_path, name, text, word):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    problems = sitecheck.term_problems(path)
+    assert len(problems) == 1 and repr(word) in problems[0] and name in problems[0]
+
+
+def test_term_check_passes_the_chosen_terms(tmp_path):
+    zh = tmp_path / "page.zh-TW.md"
+    zh.write_text(
+        "## 自我檢查\n權重占用記憶體，所以受限於記憶體。見[預填與解碼階段](p.md)。`memory-bound` 是程式碼。\n"
+    )
+    en = tmp_path / "page.md"
+    en.write_text("## Self-check\nStandard attention is memory-bound; decode is memory-bound too.\n")
+    assert sitecheck.term_problems(zh) == [] and sitecheck.term_problems(en) == []

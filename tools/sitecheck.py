@@ -125,3 +125,40 @@ def snippet_problems(page: Path, base_paths: list[Path]) -> list[str]:
             if SECTION_START.format(section) not in found.read_text(encoding="utf-8"):
                 problems.append(f"{page}: {file_part} has no section {section!r}")
     return problems
+
+
+# One term per concept (docs/glossary.md): words a page must not use, and what to write instead.
+TERM_RULES = {
+    "en": [(re.compile(r"\bCheck yourself\b", re.IGNORECASE), "Self-check")],
+    "zh-TW": [
+        (re.compile("自我檢測"), "自我檢查"),
+        (re.compile("佔"), "占"),
+        (re.compile(r"\b(?:memory|compute)[- ]bound\b|-bound\b", re.IGNORECASE), "受限於記憶體 / 受限於計算"),
+        (re.compile("預填與解碼(?!階段)"), "預填與解碼階段 (the decode phase is 解碼階段; 解碼 alone is decoding)"),
+    ],
+}
+
+
+def notebook_prose(source: str) -> str:
+    """Return the Markdown cells of a jupytext percent script (``# %% [markdown]`` then ``# `` lines)."""
+    lines, in_markdown = [], False
+    for line in source.splitlines():
+        if line.startswith("# %%"):
+            in_markdown = "[markdown]" in line
+        elif in_markdown:
+            lines.append(line.removeprefix("#").removeprefix(" "))
+    return plain_prose("\n".join(lines))
+
+
+def term_problems(path: Path) -> list[str]:
+    """Return the places a page or notebook source uses a term the glossary replaced with another."""
+    language = "zh-TW" if path.name.endswith((".zh-TW.md", ".zh-TW.py")) else "en"
+    text = path.read_text(encoding="utf-8")
+    if path.name.startswith("glossary"):  # its first column is the English term itself
+        text = re.sub(r"^\|[^|\n]*\|", "|", text, flags=re.MULTILINE)
+    prose = notebook_prose(text) if path.suffix == ".py" else plain_prose(text)
+    problems = []
+    for pattern, instead in TERM_RULES[language]:
+        for match in pattern.finditer(prose):
+            problems.append(f"{path}: writes {match.group(0)!r}; use {instead}")
+    return problems
