@@ -15,6 +15,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 # >>> generated from inferlab/decoding/sampling.py:temperature (python -m inferlab.snippetsync)
 def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     """Return logits / temperature: below 1 sharpens the softmax, above 1 flattens it."""
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 < temperature < float("inf"):
+        raise ValueError(f"temperature must be > 0 and finite (for 0 use greedy decoding, argmax), got {temperature!r}")
     # softmax(z / t): as t -> 0 all mass goes to the argmax, as t -> infinity it becomes uniform.
     return logits / temperature
 
@@ -22,9 +24,12 @@ def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
 # <<< generated
 
 # >>> generated from inferlab/decoding/sampling.py:top_k (python -m inferlab.snippetsync)
-def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
+def top_k_filter(logits: torch.Tensor, k: int, min_tokens_to_keep: int = 1) -> torch.Tensor:
     """Return logits with every token scoring below the k-th largest set to -inf."""
-    k = min(k, logits.shape[-1])  # asking for more tokens than exist keeps them all
+    for name, value in (("k", k), ("min_tokens_to_keep", min_tokens_to_keep)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    k = min(max(k, min_tokens_to_keep), logits.shape[-1])  # more tokens than exist: keep them all
     kth_largest = torch.topk(logits, k, dim=-1).values[..., -1:]
     # "Below the k-th value", not "outside the top-k indices": a tie with the k-th token survives.
     return logits.masked_fill(logits < kth_largest, float("-inf"))
@@ -33,14 +38,18 @@ def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
 # <<< generated
 
 # >>> generated from inferlab/decoding/sampling.py:top_p (python -m inferlab.snippetsync)
-def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
+def top_p_filter(logits: torch.Tensor, p: float, min_tokens_to_keep: int = 1) -> torch.Tensor:
     """Return logits keeping the most probable tokens whose total probability first reaches p."""
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 < p <= 1:
+        raise ValueError(f"p must be a number in (0, 1], got {p!r}")
+    if isinstance(min_tokens_to_keep, bool) or not isinstance(min_tokens_to_keep, int) or min_tokens_to_keep < 1:
+        raise ValueError(f"min_tokens_to_keep must be an integer >= 1, got {min_tokens_to_keep!r}")
     # Walk the tokens from least to most probable: a token may go while the mass of everything
     # dropped so far (it included) stays <= 1 - p, so what is kept still holds at least p.
     ascending, order = torch.sort(logits, dim=-1, descending=False)
     tail_mass = ascending.softmax(dim=-1).cumsum(dim=-1)
     drop_sorted = tail_mass <= 1 - p
-    drop_sorted[..., -1] = False  # the most probable token always stays
+    drop_sorted[..., -min_tokens_to_keep:] = False  # the most probable token(s) always stay
     drop = drop_sorted.scatter(-1, order, drop_sorted)  # back to vocabulary order
     return logits.masked_fill(drop, float("-inf"))
 

@@ -37,6 +37,8 @@ def check_filter_args(*arguments: Any) -> None:
 # >>> generated from inferlab/decoding/sampling.py:temperature (python -m inferlab.snippetsync)
 def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     """Return logits / temperature: below 1 sharpens the softmax, above 1 flattens it."""
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 < temperature < float("inf"):
+        raise ValueError(f"temperature must be > 0 and finite (for 0 use greedy decoding, argmax), got {temperature!r}")
     # softmax(z / t): as t -> 0 all mass goes to the argmax, as t -> infinity it becomes uniform.
     return logits / temperature
 
@@ -44,9 +46,12 @@ def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
 # <<< generated
 
 # >>> generated from inferlab/decoding/sampling.py:top_k (python -m inferlab.snippetsync)
-def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
+def top_k_filter(logits: torch.Tensor, k: int, min_tokens_to_keep: int = 1) -> torch.Tensor:
     """Return logits with every token scoring below the k-th largest set to -inf."""
-    k = min(k, logits.shape[-1])  # asking for more tokens than exist keeps them all
+    for name, value in (("k", k), ("min_tokens_to_keep", min_tokens_to_keep)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    k = min(max(k, min_tokens_to_keep), logits.shape[-1])  # more tokens than exist: keep them all
     kth_largest = torch.topk(logits, k, dim=-1).values[..., -1:]
     # "Below the k-th value", not "outside the top-k indices": a tie with the k-th token survives.
     return logits.masked_fill(logits < kth_largest, float("-inf"))
@@ -55,16 +60,86 @@ def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
 # <<< generated
 
 # >>> generated from inferlab/decoding/sampling.py:top_p (python -m inferlab.snippetsync)
-def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
+def top_p_filter(logits: torch.Tensor, p: float, min_tokens_to_keep: int = 1) -> torch.Tensor:
     """Return logits keeping the most probable tokens whose total probability first reaches p."""
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 < p <= 1:
+        raise ValueError(f"p must be a number in (0, 1], got {p!r}")
+    if isinstance(min_tokens_to_keep, bool) or not isinstance(min_tokens_to_keep, int) or min_tokens_to_keep < 1:
+        raise ValueError(f"min_tokens_to_keep must be an integer >= 1, got {min_tokens_to_keep!r}")
     # Walk the tokens from least to most probable: a token may go while the mass of everything
     # dropped so far (it included) stays <= 1 - p, so what is kept still holds at least p.
     ascending, order = torch.sort(logits, dim=-1, descending=False)
     tail_mass = ascending.softmax(dim=-1).cumsum(dim=-1)
     drop_sorted = tail_mass <= 1 - p
-    drop_sorted[..., -1] = False  # the most probable token always stays
+    drop_sorted[..., -min_tokens_to_keep:] = False  # the most probable token(s) always stay
     drop = drop_sorted.scatter(-1, order, drop_sorted)  # back to vocabulary order
     return logits.masked_fill(drop, float("-inf"))
+
+
+# <<< generated
+
+# >>> generated from inferlab/decoding/sampling.py:truncation (python -m inferlab.snippetsync)
+def keep_at_least(drop: torch.Tensor, logits: torch.Tensor, min_tokens_to_keep: int) -> torch.Tensor:
+    """Return ``drop`` with the ``min_tokens_to_keep`` highest logits of each row spared."""
+    keep = min(min_tokens_to_keep, logits.shape[-1])
+    return drop.scatter(-1, torch.topk(logits, keep, dim=-1).indices, False)
+
+
+def min_p_filter(logits: torch.Tensor, min_p: float, min_tokens_to_keep: int = 1) -> torch.Tensor:
+    """Return logits keeping the tokens at least ``min_p`` times as probable as the most probable one.
+
+    Min-p sampling (Nguyen et al. 2024): the cut-off follows the model's confidence, strict when one
+    token dominates and loose when many are plausible.
+    """
+    probs = logits.softmax(dim=-1)
+    drop = probs < min_p * probs.amax(dim=-1, keepdim=True)
+    return logits.masked_fill(keep_at_least(drop, probs, min_tokens_to_keep), float("-inf"))
+
+
+def typical_filter(logits: torch.Tensor, typical_p: float, min_tokens_to_keep: int = 1) -> torch.Tensor:
+    """Return logits keeping the tokens whose surprise is closest to the entropy, until they hold typical_p.
+
+    Locally typical sampling (Meister et al. 2023): a token is "typical" when -log p(token) is near
+    the expected surprise H = -sum p log p; the most typical tokens are kept, as in top-p.
+    """
+    log_probs = logits.log_softmax(dim=-1)
+    entropy = -(log_probs * log_probs.exp()).nansum(dim=-1, keepdim=True)  # nansum: 0 * -inf terms
+    distance = (-log_probs - entropy).abs()
+    ordered, order = torch.sort(distance, dim=-1)
+    running_mass = logits.gather(-1, order).softmax(dim=-1).cumsum(dim=-1)
+    # The last kept token is the first whose running mass reaches typical_p; ties with it stay too.
+    last = (running_mass < typical_p).sum(dim=-1, keepdim=True).clamp(max=logits.shape[-1] - 1)
+    drop_sorted = ordered > ordered.gather(-1, last)
+    drop_sorted[..., :min_tokens_to_keep] = False  # the most typical token(s) always stay
+    return logits.masked_fill(drop_sorted.scatter(-1, order, drop_sorted), float("-inf"))
+
+
+def epsilon_filter(logits: torch.Tensor, epsilon: float, min_tokens_to_keep: int = 1) -> torch.Tensor:
+    """Return logits without the tokens of probability below ``epsilon`` (Hewitt et al. 2022)."""
+    drop = logits.softmax(dim=-1) < epsilon
+    return logits.masked_fill(drop & ~kept_by_top_k(logits, min_tokens_to_keep), float("-inf"))
+
+
+def eta_filter(logits: torch.Tensor, eta: float, min_tokens_to_keep: int = 1) -> torch.Tensor:
+    """Return logits without the tokens below min(eta, sqrt(eta) * exp(-entropy)) (Hewitt et al. 2022).
+
+    Eta sampling lowers the epsilon cut-off when the distribution is spread out (high entropy), so a
+    flat distribution keeps more of its tail than a peaked one.
+    """
+    probs = logits.softmax(dim=-1)
+    log_probs = logits - logits.logsumexp(dim=-1, keepdim=True)
+    # H = -sum p log p; clamping log p at the dtype's lowest value makes a 0 * log 0 term 0, not NaN.
+    entropy = -(log_probs.clamp(min=torch.finfo(logits.dtype).min) * log_probs.softmax(dim=-1)).sum(dim=-1)
+    eta_tensor = torch.tensor(eta, device=logits.device)  # float32, as transformers computes it
+    cutoff = torch.minimum(eta_tensor, eta_tensor.sqrt() * torch.exp(-entropy))[..., None]
+    drop = probs < cutoff
+    return logits.masked_fill(drop & ~kept_by_top_k(logits, min_tokens_to_keep), float("-inf"))
+
+
+def kept_by_top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
+    """Return True where a token scores at least the k-th largest logit of its row (ties included)."""
+    k = min(k, logits.shape[-1])
+    return logits >= torch.topk(logits, k, dim=-1).values[..., -1:]
 
 
 # <<< generated
@@ -75,15 +150,32 @@ def filter_logits(
     temperature: float = 1.0,
     top_k: int | None = None,
     top_p: float | None = None,
+    min_p: float | None = None,
+    typical_p: float | None = None,
+    epsilon: float | None = None,
+    eta: float | None = None,
+    min_tokens_to_keep: int = 1,
 ) -> torch.Tensor:
-    """Return logits after temperature, then top-k, then top-p; ruled-out tokens become -inf."""
-    check_filter_args(temperature, top_k, top_p)
+    """Return logits after temperature, top-k, top-p, min-p, typical, epsilon and eta, in that order.
+
+    Ruled-out tokens become -inf; None leaves a filter off. NaN logits pass through as NaN (the way
+    transformers' warpers treat them): the samplers refuse them, since no distribution has them.
+    """
+    check_filter_args(temperature, top_k, top_p, min_p, typical_p, epsilon, eta, min_tokens_to_keep)
     if temperature != 1.0:
         logits = apply_temperature(logits, temperature)
     if top_k is not None:
-        logits = top_k_filter(logits, top_k)
+        logits = top_k_filter(logits, top_k, min_tokens_to_keep)
     if top_p is not None and top_p < 1.0:
-        logits = top_p_filter(logits, top_p)
+        logits = top_p_filter(logits, top_p, min_tokens_to_keep)
+    if min_p is not None:
+        logits = min_p_filter(logits, min_p, min_tokens_to_keep)
+    if typical_p is not None:
+        logits = typical_filter(logits, typical_p, min_tokens_to_keep)
+    if epsilon is not None:
+        logits = epsilon_filter(logits, epsilon, min_tokens_to_keep)
+    if eta is not None:
+        logits = eta_filter(logits, eta, min_tokens_to_keep)
     return logits
 
 

@@ -15,16 +15,19 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from inferlab.decoding.sampling import check_length, start_ids
+from inferlab.checks import require_size, require_token_ids
+from inferlab.decoding.sampling import check_length, check_samplable, input_vocab_size, start_ids
 from inferlab.models import as_logits_fn
 
 DEFAULT_MAX_SEQUENCES = 200_000
+MAX_DP_SCORES = 2**27  # 1 GiB of float64 scores in one DP step
 
 
 @dataclass
@@ -44,8 +47,22 @@ def check_model_length(model: Any, length: int) -> None:
 
 
 def next_token_logprobs(logits_fn: Any, ids: torch.Tensor) -> torch.Tensor:
-    """Return log p(next token | ids) for each row of a (batch, length) id tensor, as float64."""
-    return torch.log_softmax(logits_fn(ids)[:, -1, :].double(), dim=-1).cpu()
+    """Return log p(next token | ids) for each row of a (batch, length) id tensor, as float64.
+
+    Raises NonFiniteError when the model returns NaN or +inf logits: a NaN cannot be ranked, and
+    argmax would pick it as if it were the best token.
+    """
+    logits = logits_fn(ids)[:, -1, :].double()
+    check_samplable(logits, f"model's next-token logits after {ids.shape[1]} input ids")
+    return torch.log_softmax(logits, dim=-1).cpu()
+
+
+def output_vocab_size(model: Any) -> int | None:
+    """Return how many tokens a model can predict, or None when it does not say."""
+    known = getattr(model, "vocab_size", None)
+    if isinstance(known, int) and not isinstance(known, bool):
+        return known  # a table model: its start symbol is read, never predicted
+    return input_vocab_size(model)
 
 
 # --8<-- [start:sequence_logprob]
@@ -53,14 +70,13 @@ def token_logprobs(model: Any, tokens: Sequence[int], prompt: Sequence[int] | No
     """Return log p(x_t | prompt, x_<t) for each token: the chain rule's factors, one per token."""
     logits_fn = as_logits_fn(model)
     context = start_ids(model, prompt)
-    targets = torch.as_tensor(list(tokens), dtype=torch.long).unsqueeze(0)
-    if targets.numel() < 1:
-        raise ValueError("tokens must hold at least one token id")
+    targets = torch.tensor([require_token_ids(tokens, "tokens", output_vocab_size(model))], dtype=torch.long)
     ids = torch.cat([context, targets], dim=1)
     # One forward pass scores every token at once: position i's logits predict token i + 1.
     # This is how training works too (teacher forcing): the true tokens are the inputs.
-    logprobs = torch.log_softmax(logits_fn(ids).double().cpu(), dim=-1)
-    predicting = logprobs[0, context.shape[1] - 1 : -1]  # the positions that predict the targets
+    logits = logits_fn(ids).double().cpu()[0, context.shape[1] - 1 : -1]  # the positions that predict the targets
+    check_samplable(logits, "model's logits")
+    predicting = torch.log_softmax(logits, dim=-1)
     return predicting.gather(-1, targets.T.cpu()).squeeze(-1).tolist()
 
 
@@ -72,7 +88,9 @@ def sequence_logprob(model: Any, tokens: Sequence[int], prompt: Sequence[int] | 
 def perplexity(model: Any, tokens: Sequence[int], prompt: Sequence[int] | None = None) -> float:
     """Return exp(mean negative log-likelihood per token): the model's average branching factor."""
     logprobs = token_logprobs(model, tokens, prompt)
-    return math.exp(-math.fsum(logprobs) / len(logprobs))
+    mean_nll = -math.fsum(logprobs) / len(logprobs)
+    # exp overflows a float past ~709.78: such a perplexity is beyond float range, which is inf.
+    return math.exp(mean_nll) if mean_nll < math.log(sys.float_info.max) else math.inf
 
 
 # --8<-- [end:sequence_logprob]
@@ -156,8 +174,9 @@ def enumerate_sequences(
     results = []
     for chunk in every.split(4096):
         ids = torch.cat([context.expand(len(chunk), -1), chunk], dim=1)
-        logprobs = torch.log_softmax(logits_fn(ids).double().cpu(), dim=-1)
-        predicting = logprobs[:, context.shape[1] - 1 : -1]
+        logits = logits_fn(ids).double().cpu()[:, context.shape[1] - 1 : -1]
+        check_samplable(logits, "model's logits")  # a NaN score would make max() pick at random
+        predicting = torch.log_softmax(logits, dim=-1)
         scores = predicting.gather(-1, chunk.unsqueeze(-1)).squeeze(-1).sum(-1)
         results.extend(zip(chunk.tolist(), scores.tolist(), strict=True))
     return results
@@ -271,6 +290,8 @@ def map_decode_dp(model: Any, length: int, order: int | None = None) -> Decoded:
             f"a smaller state would forget context the model uses"
         )
     check_model_length(model, length)
+    # One step scores every (state, next token) pair at once: V^(k+1) float64 numbers in memory.
+    require_size(model.vocab_size ** (k + 1), "order", MAX_DP_SCORES, "scores per DP step, V^(order+1)")
     tokens, logprob, operations = kth_order_dp(lambda step: model.log_conditional(step, k), length, k)
     return Decoded(tokens, logprob, operations)
 

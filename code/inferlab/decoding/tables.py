@@ -13,14 +13,16 @@ beginning-of-sequence token does.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
+from inferlab.checks import require_int, require_number, require_size
+
 ROW_TOLERANCE = 1e-9
+MAX_TABLE_ENTRIES = 2**24  # 128 MiB of float64 probabilities
 
 
 def _as_table(table: Any, index: int) -> torch.Tensor:
@@ -32,13 +34,16 @@ def _as_table(table: Any, index: int) -> torch.Tensor:
 
 def _check_rows(table: torch.Tensor, index: int) -> None:
     """Raise ValueError naming the first row of a conditional table that is not a distribution."""
-    for context in itertools.product(*(range(size) for size in table.shape[:-1])):
-        row = table[context]
-        label = f"tables[{index}] row {list(context)}" if context else f"tables[{index}]"
-        if (row < 0).any() or not torch.isfinite(row).all():
-            raise ValueError(f"{label} has an entry outside [0, 1]: {row.tolist()}")
-        total = float(row.sum())
-        if abs(total - 1.0) > ROW_TOLERANCE:
+    outside = ((table < 0) | ~torch.isfinite(table)).any(dim=-1)
+    off_total = (table.sum(dim=-1) - 1.0).abs() > ROW_TOLERANCE
+    for bad in (outside, off_total):  # checked for all rows at once; the first bad one is reported
+        if bad.any():
+            context = [int(i) for i in bad.nonzero()[0]] if bad.dim() else []
+            row = table[tuple(context)]
+            label = f"tables[{index}] row {context}" if context else f"tables[{index}]"
+            if bad is outside:
+                raise ValueError(f"{label} has an entry outside [0, 1]: {row.tolist()[:20]}")
+            total = float(row.sum())
             raise ValueError(f"{label} sums to {total:.12g}; each row must sum to 1 (within {ROW_TOLERANCE})")
 
 
@@ -48,6 +53,8 @@ class MarkovModel:
     def __init__(self, order: int, tables: Sequence[Any], names: Sequence[str] | None = None):
         if isinstance(order, bool) or not isinstance(order, int) or order < 0:
             raise ValueError(f"order must be an integer >= 0, got {order!r}")
+        if isinstance(tables, (str, bytes)) or not isinstance(tables, Sequence):
+            raise TypeError(f"tables must be a list of probability tables, got {type(tables).__name__}")
         if len(tables) < order + 1:
             raise ValueError(
                 f"an order-{order} model needs at least {order + 1} tables "
@@ -76,8 +83,13 @@ class MarkovModel:
     @classmethod
     def random(cls, order: int, vocab_size: int, seed: int = 0, concentration: float = 0.5) -> MarkovModel:
         """Return a model with random tables (Dirichlet rows: small concentration = peaked rows)."""
-        if vocab_size < 1:
-            raise ValueError(f"vocab_size must be >= 1, got {vocab_size}")
+        require_int(order, "order", minimum=0)
+        require_int(vocab_size, "vocab_size", minimum=1)
+        require_int(seed, "seed", minimum=0)
+        require_number(concentration, "concentration", minimum=0, min_open=True)
+        # The tables hold V + V^2 + ... + V^(order+1) probabilities: refuse before drawing any.
+        entries = sum(vocab_size ** (index + 1) for index in range(order + 1))
+        require_size(entries, "order", MAX_TABLE_ENTRIES, f"table entries at vocab_size={vocab_size}")
         rng = np.random.default_rng(seed)
         tables = []
         for index in range(order + 1):
@@ -88,14 +100,15 @@ class MarkovModel:
 
     def table_at(self, step: int) -> torch.Tensor:
         """Return p(x_{step+1} | last min(step, k) tokens) as a probability table (step = tokens so far)."""
+        require_int(step, "step", minimum=0, maximum=None if self.max_length is None else self.max_length - 1)
         return self.tables[min(step, len(self.tables) - 1)]
 
     # --8<-- [start:log_conditional]
     def log_conditional(self, step: int, order: int | None = None) -> torch.Tensor:
         """Return log p(x_{step+1} | last m tokens) as a table of shape (V,)*m + (V,), m = min(step, order)."""
+        require_int(step, "step", minimum=0)
         order = self.order if order is None else order
-        if order < self.order:
-            raise ValueError(f"order must be >= the model's order {self.order}, got {order}")
+        require_int(order, "order", minimum=self.order)  # a smaller state would forget context the model uses
         table = self.table_at(step).log()
         # Seen as a model of a higher order, the extra (older) context tokens simply do not matter:
         # broadcast the table along new leading axes.
@@ -107,6 +120,8 @@ class MarkovModel:
     def __call__(self, input_ids: torch.Tensor) -> torch.Tensor:
         """Return (batch, length, V) logits (log-probabilities) for ids that start with ``bos_id``."""
         ids = torch.as_tensor(input_ids)
+        if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+            raise TypeError(f"input_ids must hold integer token ids, got dtype {ids.dtype}")
         if ids.dim() != 2 or ids.shape[1] < 1:
             raise ValueError(f"input_ids must have shape (batch, length >= 1), got {tuple(ids.shape)}")
         if not (ids[:, 0] == self.bos_id).all():

@@ -68,11 +68,22 @@ def check_attention_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) ->
         )
 
 
+def check_causal(causal: bool) -> None:
+    """Raise TypeError unless causal is True or False ('yes', 1 or None are mistakes, not switches)."""
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal must be True or False, got {causal!r}")
+
+
+def compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """Return the dtype to accumulate in: float64 stays float64 (gradcheck needs it), the rest use float32."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
 def resolve_scale(scale: float | None, head_dim: int) -> float:
     """Return the softmax scale: ``scale`` if given, else 1/sqrt(d)."""
     if scale is None:
         return 1.0 / math.sqrt(head_dim)
-    if not isinstance(scale, (int, float)) or isinstance(scale, bool) or not scale > 0:
+    if not isinstance(scale, (int, float)) or isinstance(scale, bool) or not 0 < scale < math.inf:
         raise ValueError(f"scale must be a positive number or None (for 1/sqrt(d)), got {scale!r}")
     return float(scale)
 
@@ -97,8 +108,13 @@ def standard_attention(
     scale: float | None = None,
     counter: TrafficCounter | None = None,
 ) -> torch.Tensor:
-    """Return softmax(q k^T * scale) v, materialising the full S and P matrices in memory."""
+    """Return softmax(q k^T * scale) v, materialising the full S and P matrices in memory.
+
+    NaN and inf behave as in PyTorch's scaled_dot_product_attention: a NaN (or an inf score) in a
+    row makes that row's output NaN, and a row that sees no key at all outputs 0.
+    """
     check_attention_inputs(q, k, v)
+    check_causal(causal)
     scale = resolve_scale(scale, q.shape[-1])
     hbm = counter if counter is not None else TrafficCounter()
 
@@ -107,8 +123,11 @@ def standard_attention(
     if causal:
         scores = scores.masked_fill(~causal_mask(q.shape[-2], k.shape[-2], q.device), float("-inf"))
     # Step 2: read S, write P = softmax(S). Another N x N round trip.
-    probs = torch.softmax(hbm.read(scores).float(), dim=-1).to(q.dtype)
-    probs = hbm.write(torch.nan_to_num(probs, nan=0.0))  # a row with no visible key: 0, not NaN
+    scores = hbm.read(scores).to(compute_dtype(q.dtype))
+    # A row with no visible key (all -inf) would give 0/0 = NaN: PyTorch's SDPA outputs 0 there,
+    # and so do we. Any other NaN is real and stays.
+    no_key = (scores == float("-inf")).all(dim=-1, keepdim=True)
+    probs = hbm.write(torch.softmax(scores, dim=-1).masked_fill(no_key, 0.0).to(q.dtype))
     # Step 3: read P and V, write the output O.
     return hbm.write(hbm.read(probs) @ hbm.read(v))
 

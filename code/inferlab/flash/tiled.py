@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from .reference import TrafficCounter, check_attention_inputs, resolve_scale
+from .reference import TrafficCounter, check_attention_inputs, check_causal, compute_dtype, resolve_scale
 
 NEG_INF = float("-inf")
 
@@ -82,36 +82,47 @@ def flash_attention(
     scale: float | None = None,
     counter: TrafficCounter | None = None,
 ):
-    """Return softmax(q k^T * scale) v computed tile by tile (and the log-sum-exp L if return_lse)."""
+    """Return softmax(q k^T * scale) v computed tile by tile (and the log-sum-exp L if return_lse).
+
+    NaN and inf follow PyTorch's scaled_dot_product_attention: a NaN in a query, or in a key or value
+    the query attends to, makes its output row NaN; a row that sees no key outputs 0 (L = -inf).
+    Key tiles that the causal mask hides entirely are never loaded, so a NaN there cannot reach the
+    rows that do not see it (SDPA's math path would spread it to every row).
+    """
     check_attention_inputs(q, k, v)
+    check_causal(causal)
+    if not isinstance(return_lse, bool):
+        raise TypeError(f"return_lse must be True or False, got {return_lse!r}")
     check_block(block_q, "block_q")
     check_block(block_k, "block_k")
     scale = resolve_scale(scale, q.shape[-1])
     hbm = counter if counter is not None else TrafficCounter()
     n_q, n_k = q.shape[-2], k.shape[-2]
     out = q.new_empty(*q.shape[:-1], v.shape[-1])
-    lse = torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device)
+    acc_dtype = compute_dtype(q.dtype)  # float32 for half precision, float64 kept as float64
+    lse = torch.empty(q.shape[:-1], dtype=acc_dtype, device=q.device)
 
     for q_start in range(0, n_q, block_q):  # outer loop: one query tile at a time
         q_end = min(q_start + block_q, n_q)
-        q_tile = hbm.read(q[..., q_start:q_end, :]).float()  # stays in SRAM for the whole inner loop
-        row_max = torch.full(q_tile.shape[:-1], NEG_INF, device=q.device)
-        row_sum = torch.zeros(q_tile.shape[:-1], device=q.device)
-        acc = torch.zeros(*q_tile.shape[:-1], v.shape[-1], device=q.device)
+        q_tile = hbm.read(q[..., q_start:q_end, :]).to(acc_dtype)  # stays in SRAM for the whole inner loop
+        row_max = torch.full(q_tile.shape[:-1], NEG_INF, dtype=acc_dtype, device=q.device)
+        row_sum = torch.zeros(q_tile.shape[:-1], dtype=acc_dtype, device=q.device)
+        acc = torch.zeros(*q_tile.shape[:-1], v.shape[-1], dtype=acc_dtype, device=q.device)
 
         # Inner loop: stream key/value tiles; with a causal mask, tiles wholly above the diagonal are skipped.
         for k_start in range(0, visible_key_end(q_end, n_q, n_k, causal), block_k):
             k_end = min(k_start + block_k, n_k)
-            k_tile = hbm.read(k[..., k_start:k_end, :]).float()
-            v_tile = hbm.read(v[..., k_start:k_end, :]).float()
+            k_tile = hbm.read(k[..., k_start:k_end, :]).to(acc_dtype)
+            v_tile = hbm.read(v[..., k_start:k_end, :]).to(acc_dtype)
             scores = q_tile @ k_tile.transpose(-2, -1) * scale  # only a block_q x block_k piece of S
             if causal and tile_crosses_diagonal(q_start, k_end, n_q, n_k):  # tiles below it need no mask
                 scores = scores.masked_fill(~tile_mask(q_start, q_end, k_start, k_end, n_q, n_k, q.device), NEG_INF)
             row_max, row_sum, acc = online_softmax_step(row_max, row_sum, acc, scores, v_tile)
 
-        # Normalise once at the end; a row that saw no key at all outputs 0 and has L = -inf.
-        seen = row_sum > 0
-        out_tile = torch.where(seen[..., None], acc / torch.where(seen, row_sum, 1.0)[..., None], 0.0)
+        # Normalise once at the end; a row that saw no key at all (sum exactly 0) outputs 0 and has
+        # L = -inf. A NaN sum is not 0, so a NaN row stays NaN instead of turning into a quiet 0.
+        no_key = row_sum == 0
+        out_tile = torch.where(no_key[..., None], 0.0, acc / torch.where(no_key, 1.0, row_sum)[..., None])
         out[..., q_start:q_end, :] = hbm.write(out_tile.to(q.dtype))
         lse[..., q_start:q_end] = hbm.write(row_max + torch.log(row_sum))
     return (out, lse) if return_lse else out
@@ -135,6 +146,7 @@ def flash_attention_backward(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Return (dQ, dK, dV), recomputing P tile by tile from the saved log-sum-exp ``lse``."""
     check_attention_inputs(q, k, v)
+    check_causal(causal)
     out_shape = (*q.shape[:-1], v.shape[-1])
     for name, tensor, shape in (("out", out, out_shape), ("grad_out", grad_out, out_shape), ("lse", lse, q.shape[:-1])):
         if tuple(tensor.shape) != tuple(shape):
@@ -143,23 +155,24 @@ def flash_attention_backward(
     check_block(block_k, "block_k")
     scale = resolve_scale(scale, q.shape[-1])
     n_q, n_k = q.shape[-2], k.shape[-2]
+    acc_dtype = compute_dtype(q.dtype)
     # D_i = sum_j dO_ij * O_ij equals sum_j P_ij dP_ij: the one number per row the softmax backward needs.
-    delta = (grad_out.float() * out.float()).sum(dim=-1)
-    grad_q = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
-    grad_k = torch.zeros(k.shape, dtype=torch.float32, device=q.device)
-    grad_v = torch.zeros(v.shape, dtype=torch.float32, device=q.device)
+    delta = (grad_out.to(acc_dtype) * out.to(acc_dtype)).sum(dim=-1)
+    grad_q = torch.zeros(q.shape, dtype=acc_dtype, device=q.device)
+    grad_k = torch.zeros(k.shape, dtype=acc_dtype, device=q.device)
+    grad_v = torch.zeros(v.shape, dtype=acc_dtype, device=q.device)
 
     for k_start in range(0, n_k, block_k):  # outer loop: one key/value tile, its dK and dV stay on chip
         k_end = min(k_start + block_k, n_k)
-        k_tile, v_tile = k[..., k_start:k_end, :].float(), v[..., k_start:k_end, :].float()
+        k_tile, v_tile = k[..., k_start:k_end, :].to(acc_dtype), v[..., k_start:k_end, :].to(acc_dtype)
         first_row = first_visible_query(k_start, n_q, n_k, causal) // block_q * block_q
         for q_start in range(first_row, n_q, block_q):
             q_end = min(q_start + block_q, n_q)
-            q_tile, do_tile = q[..., q_start:q_end, :].float(), grad_out[..., q_start:q_end, :].float()
+            q_tile, do_tile = q[..., q_start:q_end, :].to(acc_dtype), grad_out[..., q_start:q_end, :].to(acc_dtype)
             scores = q_tile @ k_tile.transpose(-2, -1) * scale
             # Recompute P = exp(S - L) exactly as the forward normalised it; no N x N matrix was stored.
             probs = torch.exp(scores - lse[..., q_start:q_end, None])
-            hidden = ~torch.isfinite(lse[..., q_start:q_end, None])  # rows that saw no key
+            hidden = lse[..., q_start:q_end, None] == NEG_INF  # rows that saw no key (a NaN row stays NaN)
             if causal and tile_crosses_diagonal(q_start, k_end, n_q, n_k):
                 hidden = hidden | ~tile_mask(q_start, q_end, k_start, k_end, n_q, n_k, q.device)
             probs = probs.masked_fill(hidden, 0.0)

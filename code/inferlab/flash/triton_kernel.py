@@ -18,7 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .reference import check_attention_inputs
+from .reference import check_attention_inputs, check_causal
 from .tiled import flash_attention_backward
 
 SUPPORTED_HEAD_DIMS = (16, 32, 64, 128)
@@ -96,8 +96,10 @@ def _attention_forward_kernel(
         acc = acc * rescale[:, None] + tl.dot(probs.to(v.dtype), v)
         row_max = new_max
 
-    seen = row_sum > 0  # a row with no visible key outputs 0 (and L = -inf), never NaN
-    out = tl.where(seen[:, None], acc / tl.where(seen, row_sum, 1.0)[:, None], 0.0)
+    # A row with no visible key (sum exactly 0) outputs 0 and L = -inf, as PyTorch's SDPA does. A NaN
+    # sum is not 0: a NaN in q, or in a key or value the row sees, stays NaN, never a quiet 0.
+    no_key = row_sum == 0
+    out = tl.where(no_key[:, None], 0.0, acc / tl.where(no_key, 1.0, row_sum)[:, None])
     o_ptrs = Out + head * stride_o_batch + rows[:, None] * stride_o_row + dims[None, :]
     tl.store(o_ptrs, out.to(Out.dtype.element_ty), mask=rows[:, None] < n_q)
     lse = (row_max + tl.math.log2(row_sum)) * 0.6931471805599453  # back to natural log
@@ -146,6 +148,8 @@ def default_blocks(head_dim: int) -> tuple[int, int]:
 # --8<-- [start:launch]
 def attention_forward(q, k, v, causal: bool = False, block_q: int | None = None, block_k: int | None = None):
     """Return (O, L): the Triton kernel's output and log-sum-exp for q (..., Nq, d), k, v (..., Nk, d)."""
+    check_attention_inputs(q, k, v)  # before reading q.shape below
+    check_causal(causal)
     default_q, default_k = default_blocks(q.shape[-1])
     block_q = default_q if block_q is None else block_q
     block_k = default_k if block_k is None else block_k
@@ -204,8 +208,7 @@ class TritonAttention(torch.autograd.Function):
 
 def triton_attention(q, k, v, causal: bool = False, block_q: int | None = None, block_k: int | None = None):
     """Return softmax(q k^T / sqrt(d)) v from the Triton kernel; differentiable."""
-    if not isinstance(causal, bool):
-        raise TypeError(f"causal must be True or False, got {causal!r}")
+    check_causal(causal)
     return TritonAttention.apply(q, k, v, causal, block_q, block_k)
 
 
