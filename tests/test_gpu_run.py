@@ -134,6 +134,21 @@ def python_step(name: str, code: str, seconds: int = 60) -> object:
     return gpu_run.Step(name, [sys.executable, "-c", code], seconds)
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the run on a machine without a GPU")
+def test_the_real_run_without_a_gpu_stops_after_the_environment_step_and_still_packs(tmp_path):
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "gpu_run.py"), "--out", str(tmp_path), "--work", str(tmp_path / "w")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 1
+    assert "no CUDA GPU: run with --dry-run on a CPU" in done.stdout
+    summary = json.loads(tarfile.open(tmp_path / "gpu_run.tar.gz").extractfile("logs/summary.json").read())
+    assert [s["status"] for s in summary] == ["failed (exit 1)"] + ["skipped: the environment step failed"] * 4
+    assert (tmp_path / "gpu_run.log").is_file()
+
+
 def test_the_run_goes_on_after_a_failed_step(tmp_path):
     steps = [
         python_step("environment", "pass"),
@@ -228,6 +243,24 @@ def test_speculative_call_is_checked_against_the_bench_help():
     )
     assert problems[0].startswith("--parts nonsense (choices:")
     assert problems[1:] == ["--no-such-flag"]
+
+
+def test_junit_summary_counts_what_pytest_reports(tmp_path):
+    (tmp_path / "test_mixed.py").write_text(
+        "import pytest\n"
+        "def test_a(): pass\n"
+        "def test_b(): pass\n"
+        "def test_c(): assert False\n"
+        "def test_d(): pytest.skip('no GPU')\n"
+    )
+    report = tmp_path / "report.xml"
+    subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}", "test_mixed.py"],
+        cwd=tmp_path,
+        capture_output=True,
+    )
+    assert gpu_run.junit_summary(report) == "gpu tests (JUnit report): passed 2, failed 1, skipped 1"
+    assert gpu_run.junit_summary(tmp_path / "missing.xml") == "gpu tests: no report (the step did not finish)"
 
 
 def test_manifest_lists_each_gpu_test_once():

@@ -438,6 +438,21 @@ def dry_run_problems(log_path: Path, archive: Path, outcomes: list[Outcome]) -> 
     return problems
 
 
+def junit_summary(path: Path) -> str:
+    """Return one line counting the gpu tests' results from pytest's JUnit XML (or why there is none)."""
+    import xml.etree.ElementTree as ElementTree
+
+    if not path.is_file():
+        return "gpu tests: no report (the step did not finish)"
+    counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    for suite in ElementTree.parse(path).getroot().iter("testsuite"):
+        for key in counts:
+            counts[key] += int(suite.get(key, 0))
+    passed = counts["tests"] - counts["failures"] - counts["errors"] - counts["skipped"]
+    failed = counts["failures"] + counts["errors"]
+    return f"gpu tests (JUnit report): passed {passed}, failed {failed}, skipped {counts['skipped']}"
+
+
 # ---------------------------------------------------------------- main
 
 
@@ -520,7 +535,10 @@ def main(argv: list[str] | None = None) -> int:
         problems = dry_run_problems(log_path, archive, outcomes)
         print("dry run: " + ("ok" if not problems else "problems:\n  " + "\n  ".join(problems)))
         return 1 if problems else 0
-    return 0 if all(o.status == "ok" for o in outcomes) else 1
+    print(junit_summary(work / "stages" / "gpu_tests" / "gpu_tests.xml"))
+    problems = check_archive(archive, "GPU:")
+    print("archive check: " + ("ok" if not problems else "problems:\n  " + "\n  ".join(problems)))
+    return 0 if all(o.status == "ok" for o in outcomes) and not problems else 1
 
 
 if __name__ == "__main__":
