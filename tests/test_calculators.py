@@ -365,6 +365,11 @@ BAD_INPUT = [
     ("estimateRuntime", (-1.0, 1.0, "T4"), traffic.estimate_runtime),
     ("estimateRuntime", (1.0, -5, "T4"), traffic.estimate_runtime),
     ("estimateRuntime", (1.0, 1.0, "T4", "fp32", "overlap"), traffic.estimate_runtime),
+    # NaN or inf in, NaN or inf out is not an estimate: both refuse (issue 18).
+    ("estimateRuntime", (math.nan, 1.0, "T4"), traffic.estimate_runtime),
+    ("estimateRuntime", (1.0, math.inf, "T4"), traffic.estimate_runtime),
+    ("attentionFlops", (10, 4, "yes"), traffic.attention_flops),
+    ("attentionFlops", (10, 4, False, 1), traffic.attention_flops),
 ]
 # Keyword-only cases of hbm_traffic: (JS options, Python keywords).
 BAD_TILES = [
@@ -373,6 +378,7 @@ BAD_TILES = [
     ("flash", {"sram_bytes": 65536, "block_q": 16}),
     ("flash", {"block_q": 0}),
     ("flash", {"block_k": 2.5}),
+    ("flash", {"causal": "yes"}),
 ]
 
 
@@ -389,6 +395,28 @@ def test_bad_input_is_refused_naming_the_same_argument(js, name, args, python):
     (result,) = js.many(name, [args])
     assert "error" in result, f"JS {name}{args} returned {result['value']} instead of refusing"
     assert argument_name(result["error"]) == argument_name(str(python_error.value)), result["error"]
+
+
+@pytest.mark.browser
+def test_a_gpu_with_a_zero_peak_is_refused(js):
+    """A GPUSpec with bandwidth 0 would divide by zero; both languages refuse it, naming gpu."""
+    broken = dataclasses.replace(traffic.GPU_PRESETS["T4"], bandwidth_gbs=0.0)
+    with pytest.raises(ValueError, match="^gpu "):
+        traffic.estimate_runtime(1.0, 1.0, broken)
+    (result,) = js.many("estimateRuntime", [(1.0, 1.0, dataclasses.asdict(broken))])
+    assert argument_name(result.get("error", "")) == "gpu", result
+
+
+@pytest.mark.browser
+def test_a_causal_count_past_the_tile_limit_is_refused_not_looped(js):
+    """10^9 query tiles would loop for minutes (issue 18): both languages refuse, naming block_q."""
+    with pytest.raises(ValueError) as python_error:
+        traffic.hbm_traffic(10**9, 64, "flash", block_q=1, causal=True)
+    (result,) = js.many("hbmTraffic", [(10**9, 64, "flash", {"block_q": 1, "causal": True})])
+    assert "error" in result, f"JS returned {result.get('value')}"
+    assert argument_name(result["error"]) == argument_name(str(python_error.value)) == "block_q"
+    # Without the mask the count is a closed form, with no loop and so no limit.
+    assert traffic.hbm_traffic(10**9, 64, "flash", block_q=1)["reads"] == 10**9 * 64 * (1 + 2 * 10**9)
 
 
 @pytest.mark.browser

@@ -297,7 +297,7 @@ def test_device_mismatch_is_refused():
         (lambda: hbm_traffic(64, 64, "flash", sram_bytes=1024, block_q=16), "not both"),
         (lambda: hbm_traffic(64, 64, "flash", sram_bytes=100), "fewer than 4d"),
         (lambda: estimate_runtime(1.0, 1.0, "V100"), "gpu must be one of"),
-        (lambda: estimate_runtime(-1.0, 1.0, "T4"), "flops must be a number >= 0"),
+        (lambda: estimate_runtime(-1.0, 1.0, "T4"), "flops must be a finite number >= 0"),
         (lambda: estimate_runtime(1.0, 1.0, "T4", precision="int8"), "precision must be"),
         (lambda: estimate_runtime(1.0, 1.0, "T4", runtime_model="overlap"), "runtime_model must be one of"),
         (lambda: hbm_traffic(64, 64, "flash_ideal", block_q=16), "flash_ideal has no tiles"),

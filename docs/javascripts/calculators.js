@@ -163,6 +163,8 @@
     return [Math.min(blockK, d), blockK];
   }
 
+  const MAX_QUERY_TILES = 1000000; // as in traffic.py: the causal count visits query tiles one by one
+
   function isNone(value) {
     return value === null || value === undefined;
   }
@@ -174,7 +176,10 @@
     if (!PRESETS.attention_methods.includes(method)) {
       throw new RangeError(`method must be one of ${PRESETS.attention_methods.join(", ")}, got ${repr(method)}`);
     }
-    const causal = Boolean(options.causal);
+    if (!isNone(options.causal) && typeof options.causal !== "boolean") {
+      throw new RangeError(`causal must be True or False, got ${repr(options.causal)}`);
+    }
+    const causal = options.causal === true;
     const elementBytes = isNone(options.element_bytes) ? 4 : options.element_bytes;
     let blockQ = options.block_q;
     let blockK = options.block_k;
@@ -203,16 +208,27 @@
     blockK = isNone(blockK) ? 64 : blockK;
     checkCount("block_q", blockQ, 1);
     checkCount("block_k", blockK, 1);
+    const queryTiles = Math.ceil(N / blockQ);
+    const writes = N * d + N; // O, and the log-sum-exp L kept for the backward pass
+    if (!causal) {
+      // every query tile streams all N keys and values past itself
+      const reads = N * d + queryTiles * 2 * N * d;
+      return { reads: reads, writes: writes, total: reads + writes };
+    }
+    if (queryTiles > MAX_QUERY_TILES) {
+      throw new RangeError(
+        `block_q=${blockQ} cuts N=${N} into ${queryTiles} query tiles, over the ${MAX_QUERY_TILES} ` +
+          "this count visits one by one; use a larger block_q (or sram_bytes)"
+      );
+    }
 
     let reads = N * d; // every query tile is loaded once
     for (let qStart = 0; qStart < N; qStart += blockQ) {
       const qEnd = Math.min(qStart + blockQ, N);
-      // Key tiles this query tile visits: all of them, or (causal) those that reach the diagonal.
-      const keyEnd = causal ? qEnd : N;
-      const keysLoaded = Math.min(N, Math.ceil(keyEnd / blockK) * blockK);
+      // Key tiles this query tile visits: those that reach the diagonal (the rest are all masked).
+      const keysLoaded = Math.min(N, Math.ceil(qEnd / blockK) * blockK);
       reads += 2 * keysLoaded * d; // one K tile and one V tile per visit
     }
-    const writes = N * d + N; // O, and the log-sum-exp L kept for the backward pass
     return { reads: reads, writes: writes, total: reads + writes };
   }
 
@@ -220,6 +236,9 @@
   function attentionFlops(N, d, causal = false, backward = false) {
     checkCount("N", N, 1);
     checkCount("d", d, 1);
+    for (const [name, value] of [["causal", causal], ["backward", backward]]) {
+      if (typeof value !== "boolean") throw new RangeError(`${name} must be True or False, got ${repr(value)}`);
+    }
     let flops = 4 * N * N * d;
     if (backward) flops *= 2.5;
     return causal ? flops / 2 : flops;
@@ -230,9 +249,9 @@
   function estimateRuntime(flops, bytesMoved, gpu, precision = "fp32", runtimeModel = "roofline") {
     const spec = typeof gpu === "string" ? PRESETS.gpu_presets[gpu] : gpu;
     const fields = ["fp32_tflops", "fp16_tflops", "bandwidth_gbs"];
-    if (!spec || typeof spec !== "object" || !fields.every((f) => isNumber(spec[f]))) {
+    if (!spec || typeof spec !== "object" || !fields.every((f) => Number.isFinite(spec[f]) && spec[f] > 0)) {
       const names = Object.keys(PRESETS.gpu_presets).sort();
-      throw new RangeError(`gpu must be one of ${names.join(", ")} or a GPUSpec, got ${repr(gpu)}`);
+      throw new RangeError(`gpu must be one of ${names.join(", ")} or a GPUSpec with peaks > 0, got ${repr(gpu)}`);
     }
     if (precision !== "fp32" && precision !== "fp16") {
       throw new RangeError(`precision must be 'fp32' or 'fp16', got ${repr(precision)}`);
@@ -241,8 +260,8 @@
       throw new RangeError(`runtime_model must be one of ${PRESETS.runtime_models.join(", ")}, got ${repr(runtimeModel)}`);
     }
     for (const [name, value] of [["flops", flops], ["bytes_moved", bytesMoved]]) {
-      if (!isNumber(value) || value < 0) {
-        throw new RangeError(`${name} must be a number >= 0, got ${repr(value)}`);
+      if (!Number.isFinite(value) || value < 0) {
+        throw new RangeError(`${name} must be a finite number >= 0, got ${repr(value)}`);
       }
     }
     const peakFlops = (precision === "fp32" ? spec.fp32_tflops : spec.fp16_tflops) * 1e12;

@@ -47,9 +47,18 @@ GPU_PRESETS = {
 }
 
 
+MAX_QUERY_TILES = 1_000_000  # the causal count loops over query tiles: more would take seconds
+
+
 def _check_positive_int(value, name: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+
+
+def _is_finite_number(value) -> bool:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return isinstance(value, int) or math.isfinite(value)  # an int is finite, however large
 
 
 def blocks_from_sram(sram_bytes: int, d: int, element_bytes: int = 4) -> tuple[int, int]:
@@ -86,6 +95,8 @@ def hbm_traffic(
     _check_positive_int(d, "d")
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if not isinstance(causal, bool):
+        raise ValueError(f"causal must be True or False, got {causal!r}")
     if method in ("standard", "flash_ideal"):
         if sram_bytes is not None or block_q is not None or block_k is not None:
             raise ValueError(f"{method} has no tiles: leave sram_bytes, block_q and block_k as None")
@@ -106,15 +117,23 @@ def hbm_traffic(
     block_k = 64 if block_k is None else block_k
     _check_positive_int(block_q, "block_q")
     _check_positive_int(block_k, "block_k")
+    query_tiles = -(-N // block_q)
+    writes = N * d + N  # O, and the log-sum-exp L kept for the backward pass
+    if not causal:  # every query tile streams all N keys and values past itself
+        reads = N * d + query_tiles * 2 * N * d
+        return {"reads": reads, "writes": writes, "total": reads + writes}
+    if query_tiles > MAX_QUERY_TILES:  # the causal count below visits the tiles one by one
+        raise ValueError(
+            f"block_q={block_q} cuts N={N} into {query_tiles} query tiles, over the {MAX_QUERY_TILES} "
+            "this count visits one by one; use a larger block_q (or sram_bytes)"
+        )
 
     reads = N * d  # every query tile is loaded once
     for q_start in range(0, N, block_q):
         q_end = min(q_start + block_q, N)
-        # Key tiles this query tile visits: all of them, or (causal) those that reach the diagonal.
-        key_end = q_end if causal else N
-        keys_loaded = min(N, math.ceil(key_end / block_k) * block_k)
+        # Key tiles this query tile visits: those that reach the diagonal (the rest are all masked).
+        keys_loaded = min(N, -(-q_end // block_k) * block_k)
         reads += 2 * keys_loaded * d  # one K tile and one V tile per visit
-    writes = N * d + N  # O, and the log-sum-exp L kept for the backward pass
     return {"reads": reads, "writes": writes, "total": reads + writes}
 
 
@@ -127,6 +146,9 @@ def attention_flops(N: int, d: int, causal: bool = False, backward: bool = False
     """
     _check_positive_int(N, "N")
     _check_positive_int(d, "d")
+    for name, value in (("causal", causal), ("backward", backward)):
+        if not isinstance(value, bool):
+            raise ValueError(f"{name} must be True or False, got {value!r}")
     flops = 4.0 * N * N * d
     if backward:
         flops *= 2.5  # five matmuls instead of two
@@ -141,15 +163,16 @@ def estimate_runtime(
     precision "fp16" means the 16-bit Tensor Core peak (fp16, and bf16 on GPUs that have it).
     """
     spec = GPU_PRESETS.get(gpu) if isinstance(gpu, str) else gpu
-    if not isinstance(spec, GPUSpec):
-        raise ValueError(f"gpu must be one of {sorted(GPU_PRESETS)} or a GPUSpec, got {gpu!r}")
+    peaks = (spec.fp32_tflops, spec.fp16_tflops, spec.bandwidth_gbs) if isinstance(spec, GPUSpec) else ()
+    if not peaks or not all(_is_finite_number(x) and x > 0 for x in peaks):
+        raise ValueError(f"gpu must be one of {sorted(GPU_PRESETS)} or a GPUSpec with peaks > 0, got {gpu!r}")
     if precision not in ("fp32", "fp16"):
         raise ValueError(f"precision must be 'fp32' or 'fp16', got {precision!r}")
     if runtime_model not in RUNTIME_MODELS:
         raise ValueError(f"runtime_model must be one of {RUNTIME_MODELS}, got {runtime_model!r}")
     for name, value in (("flops", flops), ("bytes_moved", bytes_moved)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise ValueError(f"{name} must be a number >= 0, got {value!r}")
+        if not _is_finite_number(value) or value < 0:  # NaN would give NaN times, not an estimate
+            raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
     peak_flops = (spec.fp32_tflops if precision == "fp32" else spec.fp16_tflops) * 1e12
     bandwidth = spec.bandwidth_gbs * 1e9
     compute_s = flops / peak_flops
