@@ -2,9 +2,10 @@
 # # Lab: decoding
 #
 # Four experiments on how a language model turns next-token probabilities into text: greedy
-# decoding against the most probable sequence (MAP) on a small table, the dynamic program that
-# finds the MAP sequence of a k-th order model, the perplexity of a line of code, and temperature,
-# top-k and top-p on a real model. Each code cell is one of the site's snippets, run as it is.
+# decoding against the most probable sequence (MAP) on a small table model, the dynamic program
+# (Viterbi) that finds the MAP sequence of a first-order model, with a checker for your own count
+# of its cost at any order k, the perplexity of a line of code, and temperature, top-k and top-p on
+# a real model. Each code cell is one of the site's snippets, run as it is.
 # The guides: [Autoregressive models](../../decoding/autoregressive/),
 # [Greedy is not MAP](../../decoding/greedy-vs-map/),
 # [MAP by dynamic programming](../../decoding/map-dp/) and
@@ -44,9 +45,10 @@ print("draft: ", os.environ["INFERLAB_DRAFT"])
 # %% [markdown]
 # ## Greedy is not MAP
 #
-# A three-step model over two tokens, written as tables. The cell lists the probability of all
-# eight sequences, the one greedy decoding builds and the most probable one (Stahlberg and Byrne,
-# 2019, show how far apart the two can be in a translation model).
+# The guides' first-order model over three tokens X, Y and Z, written as two tables. The cell lists
+# the probability of all nine two-token sequences, the one greedy decoding builds and the most
+# probable one (Stahlberg and Byrne, 2019, show how far apart the two can be in a translation
+# model).
 
 # %%
 # --8<-- "decoding/greedy_vs_map.py"
@@ -54,12 +56,21 @@ print("draft: ", os.environ["INFERLAB_DRAFT"])
 # %% [markdown]
 # ## MAP by dynamic programming
 #
-# For a model whose next token depends only on the last k tokens, a dynamic program (Viterbi,
-# 1967, at k = 1) finds the most probable sequence without listing all \(V^T\) of them. The cell
-# checks it against brute force on a random second-order model and counts the work of both.
+# For a model whose next token depends only on the last token, the Viterbi algorithm (1967) finds
+# the most probable sequence without listing all \(V^T\) of them. The cell prints its trellis on
+# the same model and checks the answer against brute force.
 
 # %%
 # --8<-- "decoding/viterbi.py"
+
+# %% [markdown]
+# For a model of order k the state is the last k tokens. How many (state, next token) pairs does
+# the dynamic program score over T steps? Write your answer into `my_states` and `my_operations`
+# at the top of the next cell and run it: it counts the pairs without any formula and says whether
+# yours matches.
+
+# %%
+# --8<-- "decoding/dp_count_check.py"
 
 # %% [markdown]
 # ## Perplexity
@@ -84,10 +95,11 @@ print("draft: ", os.environ["INFERLAB_DRAFT"])
 # %% [markdown]
 # ## Try it yourself
 #
-# - In the first cell, change the tables so that greedy decoding and MAP agree. What has to be true
-#   of the first step's probabilities? Rerun the cell to check.
-# - In the dynamic-program cell, raise `ORDER` to 3 and rerun: how do the operation counts grow
-#   with the length, and how do they compare with brute force?
+# - In the first cell, change `START` so that greedy decoding and MAP agree. How much probability
+#   must move from X to Y? Rerun the cell to check.
+# - In the Viterbi cell, set `LENGTH = 6` and rerun: which row of the trellis first shows the
+#   winner, and does the winner ever change after that?
+# - In the counting cell, fill in your formulas until it says "exact".
 # - In the perplexity cell, replace `text` with a sentence in plain English, then with random
 #   characters. Which has the higher perplexity under the model, and why?
 # - In the last cell, change `top_p_filter(z, 0.9)` to 0.5 and 0.99. How do the number of kept

@@ -6,6 +6,8 @@ import datetime as dt
 import json
 import os
 import platform
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -105,10 +107,36 @@ def test_a_result_round_trips_with_its_provenance(results):
     assert provenance["device"] == bench.device_description()
 
 
-def test_the_default_command_is_the_running_program(results, monkeypatch):
-    monkeypatch.setattr(bench.sys, "argv", ["-m", "inferlab.kvcache.bench", "--quick"])
+def test_the_default_command_is_the_module_a_reader_types(results, monkeypatch):
+    # `python -m inferlab.kvcache.bench --quick` leaves the module's absolute file path in argv[0].
+    running = bench.repo_root() / "code" / "inferlab" / "kvcache" / "bench.py"
+    monkeypatch.setattr(bench.sys, "argv", [str(running), "--quick"])
+    main = SimpleNamespace(__spec__=SimpleNamespace(name="inferlab.kvcache.bench"))
+    monkeypatch.setitem(bench.sys.modules, "__main__", main)
     bench.write_result("demo_command", {"x": 1})
     assert bench.read_result("demo_command")["provenance"]["command"] == "python -m inferlab.kvcache.bench --quick"
+
+
+def test_a_script_run_and_path_arguments_are_recorded_without_this_machines_paths(results, monkeypatch):
+    root = bench.repo_root()
+    script = root / "tools" / "some_script.py"
+    argv = [str(script), "--target", str(root / "models" / "t"), f"--out={root / 'x.json'}", "/elsewhere/y.json"]
+    monkeypatch.setattr(bench.sys, "argv", argv)
+    monkeypatch.setitem(bench.sys.modules, "__main__", SimpleNamespace(__spec__=None))
+    command = bench.provenance()["command"]
+    assert command == "python tools/some_script.py --target models/t --out=x.json y.json"
+    # An explicit command gets the same treatment.
+    assert bench.provenance(f"python -m demo --target {root / 'm'}")["command"] == "python -m demo --target m"
+
+
+def test_python_dash_m_records_the_module_name_end_to_end(tmp_path):
+    (tmp_path / "demo_bench.py").write_text(
+        "from inferlab.bench import write_result\nwrite_result('demo_end_to_end', {'x': 1})\n", encoding="utf-8"
+    )
+    env = {**os.environ, bench.RESULTS_ENV: str(tmp_path / "out")}
+    subprocess.run([sys.executable, "-m", "demo_bench", "--quick"], cwd=tmp_path, env=env, check=True)
+    record = json.loads((tmp_path / "out" / "demo_end_to_end.json").read_text(encoding="utf-8"))
+    assert record["provenance"]["command"] == "python -m demo_bench --quick"
 
 
 def test_a_missing_result_file_is_an_error_naming_it(results):

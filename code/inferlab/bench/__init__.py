@@ -76,10 +76,40 @@ def library_versions() -> dict[str, str]:
     return versions
 
 
+def portable_argument(argument: str) -> str:
+    """Return a command-line argument without this machine's absolute paths (repo-relative, else the file name)."""
+    flag, equals, value = argument.partition("=") if argument.startswith("-") else ("", "", argument)
+    if not os.path.isabs(value):
+        return argument
+    path, root = Path(value), repo_root()
+    if root is not None and path.resolve().is_relative_to(root.resolve()):
+        portable = path.resolve().relative_to(root.resolve()).as_posix()
+    else:
+        portable = path.name  # somewhere on this machine only: keep what it is, not where
+    return f"{flag}{equals}{portable}"
+
+
+def reader_command(argv: list[str] | None = None) -> str:
+    """Return the command of this run as a reader would type it: ``python -m inferlab.x.bench --flags``.
+
+    ``python -m`` puts the module's absolute file path in ``sys.argv[0]``; the module's name is what a
+    reader types, and it is the same on every machine.
+    """
+    argv = list(sys.argv if argv is None else argv)
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if spec is not None and spec.name not in (None, "__main__"):
+        program = ["-m", spec.name.removesuffix(".__main__")]
+    else:
+        program = [portable_argument(argv[0])] if argv and argv[0] else []
+    return " ".join(["python", *program, *(portable_argument(a) for a in argv[1:])])
+
+
 def provenance(command: str | None = None) -> dict[str, Any]:
     """Return the provenance block stored with every result: command, device, versions, date."""
+    if command is not None:
+        command = " ".join(portable_argument(word) for word in command.split(" "))
     return {
-        "command": command or " ".join(["python", *sys.argv]),
+        "command": command or reader_command(),
         "device": device_description(),
         "versions": library_versions(),
         "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
