@@ -347,6 +347,25 @@ BAD_INPUT = [
         ({"num_hidden_layers": 0, "num_attention_heads": 2, "head_dim": 4}, 10),
         size.kv_cache_bytes,
     ),
+    # A zero is an error, not a missing field; True is not a count; the head dim must divide evenly.
+    (
+        "kvCacheBytes",
+        ({"num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 0, "head_dim": 8}, 1),
+        size.kv_cache_bytes,
+    ),
+    ("kvCacheBytes", ({"num_hidden_layers": True, "num_attention_heads": 4, "head_dim": 8}, 1), size.kv_cache_bytes),
+    (
+        "kvCacheBytes",
+        ({"num_hidden_layers": 2, "num_attention_heads": 4, "head_dim": 0, "hidden_size": 32}, 1),
+        size.kv_cache_bytes,
+    ),
+    ("kvCacheBytes", ({"num_hidden_layers": 2, "num_attention_heads": 5, "hidden_size": 32}, 1), size.kv_cache_bytes),
+    (
+        "kvCacheBytes",
+        ({"num_hidden_layers": 2, "num_attention_heads": 6, "num_key_value_heads": 4, "head_dim": 8}, 1),
+        size.kv_cache_bytes,
+    ),
+    ("kvCacheBytes", ({"num_hidden_layers": 2, "num_attention_heads": 4}, 1), size.kv_cache_bytes),
     ("expectedTokensPerStep", (1.5, 3), formulas.expected_tokens_per_step),
     ("expectedTokensPerStep", (-0.1, 3), formulas.expected_tokens_per_step),
     ("expectedTokensPerStep", (0.5, 0), formulas.expected_tokens_per_step),

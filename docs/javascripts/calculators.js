@@ -33,6 +33,11 @@
     return typeof value === "number" && !Number.isNaN(value);
   }
 
+  // An integer >= 1 (true is not a count: JavaScript's typeof tells them apart, as Python's bool check does).
+  function isCount(value) {
+    return typeof value === "number" && Number.isInteger(value) && value >= 1;
+  }
+
   function checkCount(name, value, minimum) {
     // JavaScript has one number type: an "integer" is a number with no fractional part.
     if (!Number.isInteger(value) || value < minimum) {
@@ -72,16 +77,30 @@
     }
     const layers = firstOf(config, "num_hidden_layers", "num_layers");
     const heads = firstOf(config, "num_attention_heads", "num_heads");
-    const kvHeads = firstOf(config, "num_key_value_heads", "num_kv_heads") || heads; // no GQA field: MHA
+    const kvField = firstOf(config, "num_key_value_heads", "num_kv_heads");
+    const kvHeads = kvField === null ? heads : kvField; // no GQA field: MHA (but 0 is an error, not "absent")
     const hiddenSize = firstOf(config, "hidden_size");
-    const headDim = firstOf(config, "head_dim") || (heads && hiddenSize ? Math.floor(hiddenSize / heads) : null);
-    for (const value of [layers, kvHeads, headDim]) {
-      if (!Number.isInteger(value) || value < 1) {
+    let headDim = firstOf(config, "head_dim");
+    if (headDim === null && isCount(hiddenSize) && isCount(heads)) {
+      if (hiddenSize % heads !== 0) {
         throw new RangeError(
-          "config must give num_hidden_layers, num_key_value_heads (or num_attention_heads) and " +
-            `head_dim (or hidden_size), got layers=${repr(layers)}, kv_heads=${repr(kvHeads)}, head_dim=${repr(headDim)}`
+          `config hidden_size (${hiddenSize}) must be a multiple of num_attention_heads (${heads}) when it gives no head_dim`
         );
       }
+      headDim = hiddenSize / heads;
+    }
+    if (![layers, kvHeads, headDim].every(isCount)) {
+      throw new RangeError(
+        "config must give num_hidden_layers, num_key_value_heads (or num_attention_heads) and " +
+          `head_dim (or hidden_size), integers >= 1, got layers=${repr(layers)}, kv_heads=${repr(kvHeads)}, ` +
+          `head_dim=${repr(headDim)}`
+      );
+    }
+    if (isCount(heads) && heads % kvHeads !== 0) {
+      throw new RangeError(
+        `config num_attention_heads (${heads}) must be a multiple of num_key_value_heads (${kvHeads}): ` +
+          "each key/value head serves an equal group of query heads"
+      );
     }
     return { layers: layers, kv_heads: kvHeads, head_dim: headDim };
   }

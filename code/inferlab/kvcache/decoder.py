@@ -21,6 +21,7 @@ quantity the KV-cache guide is about.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,15 @@ import torch.nn.functional as F
 from torch import nn
 
 SUPPORTED_MODEL_TYPES = ("llama",)
+REQUIRED_HF_FIELDS = (
+    "vocab_size",
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "max_position_embeddings",
+    "rms_norm_eps",
+)
 
 
 # --8<-- [start:config]
@@ -64,8 +74,15 @@ class DecoderConfig:
             "max_positions",
         ):
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        for name in ("rope_theta", "rms_norm_eps"):  # 0 or a negative value gives NaN, not an error
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+                raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+        for name in ("tie_embeddings", "attention_bias", "mlp_bias"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.num_heads % self.num_kv_heads != 0:
             raise ValueError(
                 f"num_heads ({self.num_heads}) must be a multiple of num_kv_heads ({self.num_kv_heads}): "
@@ -75,11 +92,19 @@ class DecoderConfig:
             raise ValueError(f"head_dim must be even for rotary embeddings, got {self.head_dim}")
 
     @classmethod
-    def from_hf(cls, config: Any) -> DecoderConfig:
-        """Return the DecoderConfig of a Hugging Face LlamaConfig (or raise for what we do not implement)."""
+    def from_hf(cls, config: Any, source: str = "config") -> DecoderConfig:
+        """Return the DecoderConfig of a Hugging Face LlamaConfig (or raise for what we do not implement).
+
+        ``source`` names where the config came from (a config.json path) in error messages.
+        """
+        missing = [name for name in REQUIRED_HF_FIELDS if getattr(config, name, None) is None]
+        if missing:
+            raise ValueError(
+                f"{source} must give {', '.join(missing)} (a Llama config.json's fields), they are missing"
+            )
         model_type = getattr(config, "model_type", None)
         if model_type not in SUPPORTED_MODEL_TYPES:
-            raise ValueError(f"config.model_type must be one of {SUPPORTED_MODEL_TYPES}, got {model_type!r}")
+            raise ValueError(f"{source} model_type must be one of {SUPPORTED_MODEL_TYPES}, got {model_type!r}")
         if getattr(config, "hidden_act", "silu") != "silu":
             raise ValueError(f"config.hidden_act must be 'silu' (Llama's MLP), got {config.hidden_act!r}")
         rope = dict(getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {})
@@ -246,6 +271,11 @@ class LlamaDecoder(nn.Module):
     """A readable Llama decoder; call it on (batch, T) ids to get (batch, T, vocab) logits."""
 
     def __init__(self, config: DecoderConfig) -> None:
+        if not isinstance(config, DecoderConfig):
+            raise TypeError(
+                f"config must be a DecoderConfig (DecoderConfig.from_hf turns a Hugging Face config into one), "
+                f"got {type(config).__name__}"
+            )
         super().__init__()
         self.config = config
         self.embed = nn.Embedding(config.vocab_size, config.hidden_size)
@@ -308,6 +338,11 @@ class LlamaDecoder(nn.Module):
             )
         if ids.dim() != 2 or ids.shape[0] < 1 or ids.shape[1] < 1:
             raise ValueError(f"ids must have shape (batch >= 1, T >= 1), got {tuple(ids.shape)}")
+        if ids.min() < 0 or ids.max() >= self.vocab_size:  # the embedding would fail with a bare IndexError
+            bad = ids[(ids < 0) | (ids >= self.vocab_size)][0].item()
+            raise ValueError(f"ids must be token ids in 0..{self.vocab_size - 1} (the vocabulary), got {bad}")
+        if isinstance(first_position, bool) or not isinstance(first_position, int) or first_position < 0:
+            raise ValueError(f"first_position must be an integer >= 0, got {first_position!r}")
         if first_position + ids.shape[1] > self.max_positions:
             raise ValueError(
                 f"positions {first_position}..{first_position + ids.shape[1] - 1} exceed the model's "
@@ -358,6 +393,9 @@ class LlamaDecoder(nn.Module):
         hf_model = path_or_model
         if isinstance(path_or_model, (str, Path)) and _is_safetensors_folder(Path(path_or_model)):
             return cls.from_safetensors_folder(Path(path_or_model), dtype, device)
+        if isinstance(path_or_model, (str, Path)) and _looks_local(path_or_model) and not Path(path_or_model).exists():
+            # Otherwise the hub would answer "Repo id must be in the form 'repo_name'...", which misleads.
+            raise FileNotFoundError(f"path_or_model {str(path_or_model)!r} is not a folder on this machine")
         if isinstance(path_or_model, (str, Path)):
             from transformers import AutoModelForCausalLM
 
@@ -369,29 +407,66 @@ class LlamaDecoder(nn.Module):
             )
         config = DecoderConfig.from_hf(hf_model.config)
         decoder = cls(config)
-        decoder.load_state_dict(hf_to_decoder_state(hf_model.state_dict(), config), strict=True)
+        _load_weights(decoder, hf_model.state_dict(), config, f"{type(hf_model).__name__}'s weights")
         source = next(hf_model.parameters())
         decoder = decoder.to(device=device or source.device, dtype=dtype or source.dtype)
         return decoder.eval()
 
     @classmethod
     def from_safetensors_folder(
-        cls, folder: Path, dtype: torch.dtype | None = None, device: str | torch.device | None = None
+        cls, folder: str | Path, dtype: torch.dtype | None = None, device: str | torch.device | None = None
     ) -> LlamaDecoder:
         """Return a LlamaDecoder read straight from a checkpoint folder (config.json + model.safetensors).
 
         No transformers import: reading two files is all a local checkpoint needs, and importing
         transformers takes longer than loading and running the whole bundled model.
         """
-        import json
         from types import SimpleNamespace
 
         from safetensors.torch import load_file
 
-        config = DecoderConfig.from_hf(SimpleNamespace(**json.loads((folder / "config.json").read_text())))
+        folder = Path(folder)
+        config_file, weights_file = folder / "config.json", folder / "model.safetensors"
+        for path in (config_file, weights_file):
+            if not path.is_file():
+                raise FileNotFoundError(f"folder {str(folder)!r} must hold {path.name}, but {path} does not exist")
+        config = DecoderConfig.from_hf(SimpleNamespace(**_read_json_object(config_file)), source=str(config_file))
         decoder = cls(config)
-        decoder.load_state_dict(hf_to_decoder_state(load_file(folder / "model.safetensors"), config), strict=True)
+        try:
+            weights = load_file(weights_file)
+        except Exception as error:  # safetensors raises its own SafetensorError, which names no file
+            raise ValueError(
+                f"{weights_file} is not a readable safetensors file (truncated or corrupt?): {error}"
+            ) from None
+        _load_weights(decoder, weights, config, str(weights_file))
         return decoder.to(device=device or "cpu", dtype=dtype or torch.float32).eval()
+
+
+def _looks_local(path: str | Path) -> bool:
+    """Return True for what can only be a local path: a Path, or a string no hub id could be ('./x', 'a/b/c')."""
+    text = str(path)
+    return isinstance(path, Path) or text.startswith(("/", ".", "~")) or text.count("/") > 1 or "\\" in text
+
+
+def _read_json_object(path: Path) -> dict:
+    """Return a JSON file's object, or raise ValueError naming the file."""
+    import json
+
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path} is not valid UTF-8 JSON: {error}") from None
+    if not isinstance(record, dict):
+        raise ValueError(f"{path} must hold a JSON object of config fields, got {type(record).__name__}")
+    return record
+
+
+def _load_weights(decoder: LlamaDecoder, hf_state: dict[str, torch.Tensor], config: DecoderConfig, source: str) -> None:
+    """Load Hugging Face weights into a decoder, or raise ValueError naming the source and the tensor."""
+    try:
+        decoder.load_state_dict(hf_to_decoder_state(hf_state, config, source), strict=True)
+    except RuntimeError as error:  # missing tensors or wrong shapes: name the checkpoint they came from
+        raise ValueError(f"{source} does not fit the config: {error}") from None
 
 
 def _is_safetensors_folder(path: Path) -> bool:
@@ -399,8 +474,17 @@ def _is_safetensors_folder(path: Path) -> bool:
     return (path / "config.json").is_file() and (path / "model.safetensors").is_file()
 
 
-def hf_to_decoder_state(hf_state: dict[str, torch.Tensor], config: DecoderConfig) -> dict[str, torch.Tensor]:
-    """Return the Hugging Face Llama state dict renamed to this decoder's parameter names."""
+def hf_to_decoder_state(
+    hf_state: dict[str, torch.Tensor], config: DecoderConfig, source: str = "the checkpoint"
+) -> dict[str, torch.Tensor]:
+    """Return the Hugging Face Llama state dict renamed to this decoder's parameter names.
+
+    Raises ValueError naming ``source`` when a required tensor is missing, or when the checkpoint
+    holds tensors the config has no place for (a 9-layer checkpoint under a 3-layer config).
+    """
+    for key in ("model.embed_tokens.weight", "model.norm.weight"):
+        if key not in hf_state:
+            raise ValueError(f"{source} has no tensor {key!r}: it is not a Llama checkpoint")
     renames = {
         "input_layernorm": "attn_norm",
         "post_attention_layernorm": "mlp_norm",
@@ -420,4 +504,17 @@ def hf_to_decoder_state(hf_state: dict[str, torch.Tensor], config: DecoderConfig
                 key = f"model.layers.{i}.{hf_name}.{kind}"
                 if key in hf_state:
                     state[f"layers.{i}.{our_name}.{kind}"] = hf_state[key]
+    used = {"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"}
+    used |= {
+        f"model.layers.{i}.{hf}.{kind}"
+        for i in range(config.num_layers)
+        for hf in renames
+        for kind in ("weight", "bias")
+    }
+    unused = sorted(key for key in hf_state if key not in used and not key.endswith("rotary_emb.inv_freq"))
+    if unused:
+        raise ValueError(
+            f"{source} holds {len(unused)} tensors its config has no place for (config: num_hidden_layers="
+            f"{config.num_layers}), e.g. {unused[:3]}; the config and the weights do not belong together"
+        )
     return state

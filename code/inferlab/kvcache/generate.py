@@ -17,7 +17,10 @@ from dataclasses import dataclass
 
 import torch
 
+from inferlab.checks import require_int, require_size
 from inferlab.kvcache.decoder import LlamaDecoder, causal_attention
+
+MAX_CACHE_ELEMENTS = 2**31  # 8 GiB of float32 keys and values: beyond that, a mistake, not a lab
 
 
 @dataclass
@@ -29,7 +32,9 @@ class GenerationResult:
     keys_per_layer: int  # the same count for one layer and one sequence
 
 
-def check_generation_args(decoder: LlamaDecoder, input_ids: torch.Tensor, max_new_tokens: int) -> None:
+def check_generation_args(
+    decoder: LlamaDecoder, input_ids: torch.Tensor, max_new_tokens: int, on_token: Callable | None = None
+) -> None:
     """Raise a clear error for a prompt with T < 1, k < 0, or T + k past the model's positions."""
     if not isinstance(decoder, LlamaDecoder):
         raise TypeError(
@@ -40,11 +45,40 @@ def check_generation_args(decoder: LlamaDecoder, input_ids: torch.Tensor, max_ne
     if isinstance(input_ids, torch.Tensor) and input_ids.dim() == 2 and input_ids.shape[1] < 1:
         raise ValueError(f"input_ids must hold a prompt of T >= 1 tokens, got shape {tuple(input_ids.shape)}")
     decoder.check_ids(input_ids)
+    if on_token is not None and not callable(on_token):
+        raise TypeError(f"on_token must be a function of the number of new tokens, or None, got {on_token!r}")
     total = input_ids.shape[1] + max_new_tokens
     if total > decoder.max_positions:
         raise ValueError(
             f"prompt length T={input_ids.shape[1]} plus max_new_tokens k={max_new_tokens} is {total}, "
             f"past the model's maximum of {decoder.max_positions} positions"
+        )
+
+
+def check_cache_args(decoder: LlamaDecoder, batch: int, max_tokens: int) -> None:
+    """Raise unless a cache of ``batch`` rows and ``max_tokens`` positions fits the decoder."""
+    if not isinstance(decoder, LlamaDecoder):
+        raise TypeError(f"decoder must be a LlamaDecoder, got {type(decoder).__name__}")
+    require_int(batch, "batch", minimum=1)
+    require_int(max_tokens, "max_tokens", minimum=1, maximum=decoder.max_positions)
+    elements = 2 * decoder.num_layers * batch * decoder.num_kv_heads * max_tokens * decoder.head_dim
+    require_size(elements, "batch", MAX_CACHE_ELEMENTS, f"cached numbers for max_tokens={max_tokens}")
+
+
+def check_step_args(decoder: LlamaDecoder, cache: KVCache, ids: torch.Tensor) -> None:
+    """Raise unless ids (batch, T) can be appended to ``cache`` by ``decoder`` (batch, room, vocabulary)."""
+    if not isinstance(cache, KVCache):
+        raise TypeError(f"cache must be a KVCache, got {type(cache).__name__}")
+    if not isinstance(decoder, LlamaDecoder):
+        raise TypeError(f"decoder must be a LlamaDecoder, got {type(decoder).__name__}")
+    decoder.check_ids(ids, first_position=cache.length)
+    batch, capacity = cache.keys.shape[1], cache.keys.shape[3]
+    if ids.shape[0] != batch:
+        raise ValueError(f"ids must have the cache's batch of {batch} rows, got {ids.shape[0]}")
+    if cache.length + ids.shape[1] > capacity:
+        raise ValueError(
+            f"ids must fit in the cache: {cache.length} positions are used and {ids.shape[1]} more do not fit "
+            f"in its {capacity}"
         )
 
 
@@ -59,7 +93,7 @@ def generate_naive(
     decoder: LlamaDecoder, input_ids: torch.Tensor, max_new_tokens: int, on_token: Callable[[int], None] | None = None
 ) -> GenerationResult:
     """Return greedy tokens made by re-running the whole sequence at every step (no cache)."""
-    check_generation_args(decoder, input_ids, max_new_tokens)
+    check_generation_args(decoder, input_ids, max_new_tokens, on_token)
     decoder.reset_counts()
     ids = input_ids
     for _ in range(max_new_tokens):
@@ -79,8 +113,7 @@ class KVCache:
     """Preallocated keys and values for every layer: (layers, batch, kv_heads, max_tokens, head_dim) each."""
 
     def __init__(self, decoder: LlamaDecoder, batch: int, max_tokens: int) -> None:
-        if max_tokens < 1 or max_tokens > decoder.max_positions:
-            raise ValueError(f"max_tokens must be in 1..{decoder.max_positions}, got {max_tokens}")
+        check_cache_args(decoder, batch, max_tokens)
         shape = (decoder.num_layers, batch, decoder.num_kv_heads, max_tokens, decoder.head_dim)
         # Allocating once up front means no step ever copies the cache to grow it.
         self.keys = torch.zeros(shape, dtype=decoder.dtype, device=decoder.device)
@@ -101,6 +134,7 @@ class KVCache:
 # --8<-- [start:step]
 def forward_with_cache(decoder: LlamaDecoder, cache: KVCache, ids: torch.Tensor) -> torch.Tensor:
     """Run ids (batch, T) at positions cache.length.., storing their keys/values; return last logits (batch, vocab)."""
+    check_step_args(decoder, cache, ids)  # before any key is written: a refused step leaves the cache as it was
     start = cache.length
     positions = torch.arange(start, start + ids.shape[1], device=ids.device)
     h = decoder.embed_ids(ids)
@@ -121,7 +155,7 @@ def generate_cached(
     decoder: LlamaDecoder, input_ids: torch.Tensor, max_new_tokens: int, on_token: Callable[[int], None] | None = None
 ) -> GenerationResult:
     """Return greedy tokens made with a KV cache: one prefill over the prompt, then one token per step."""
-    check_generation_args(decoder, input_ids, max_new_tokens)
+    check_generation_args(decoder, input_ids, max_new_tokens, on_token)
     decoder.reset_counts()
     if max_new_tokens == 0:
         return _result(decoder, input_ids)

@@ -94,14 +94,32 @@ def cache_shape(config: Any) -> dict[str, int]:
     config = getattr(config, "text_config", None) or config  # multimodal configs nest the language model
     layers = _get(config, "num_hidden_layers", "num_layers")
     heads = _get(config, "num_attention_heads", "num_heads")
-    kv_heads = _get(config, "num_key_value_heads", "num_kv_heads") or heads  # no GQA field: plain MHA
-    head_dim = _get(config, "head_dim") or (_get(config, "hidden_size") // heads if heads else None)
-    if not all(isinstance(v, int) and v >= 1 for v in (layers, kv_heads, head_dim)):
+    kv_heads = _get(config, "num_key_value_heads", "num_kv_heads")
+    kv_heads = heads if kv_heads is None else kv_heads  # no GQA field: plain MHA (but 0 is an error, not "absent")
+    head_dim, hidden_size = _get(config, "head_dim"), _get(config, "hidden_size")
+    if head_dim is None and _is_count(hidden_size) and _is_count(heads):
+        if hidden_size % heads:
+            raise ValueError(
+                f"config hidden_size ({hidden_size}) must be a multiple of num_attention_heads ({heads}) "
+                "when it gives no head_dim"
+            )
+        head_dim = hidden_size // heads
+    if not all(_is_count(v) for v in (layers, kv_heads, head_dim)):
         raise ValueError(
             "config must give num_hidden_layers, num_key_value_heads (or num_attention_heads) and "
-            f"head_dim (or hidden_size), got layers={layers}, kv_heads={kv_heads}, head_dim={head_dim}"
+            f"head_dim (or hidden_size), integers >= 1, got layers={layers!r}, kv_heads={kv_heads!r}, "
+            f"head_dim={head_dim!r}"
+        )
+    if _is_count(heads) and heads % kv_heads:
+        raise ValueError(
+            f"config num_attention_heads ({heads}) must be a multiple of num_key_value_heads ({kv_heads}): "
+            "each key/value head serves an equal group of query heads"
         )
     return {"layers": layers, "kv_heads": kv_heads, "head_dim": head_dim}
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
 def _check_count(name: str, value: Any, minimum: int) -> None:
@@ -144,7 +162,9 @@ def attention_variants(config: Any) -> dict[str, int]:
     shape = cache_shape(config)
     source = PRESETS.get(config, config) if isinstance(config, str) else getattr(config, "config", config)
     heads = _get(getattr(source, "text_config", None) or source, "num_attention_heads", "num_heads")
-    return {"MHA": int(heads), "GQA": shape["kv_heads"], "MQA": 1}
+    if not _is_count(heads):
+        raise ValueError(f"config must give num_attention_heads, an integer >= 1, got {heads!r}")
+    return {"MHA": heads, "GQA": shape["kv_heads"], "MQA": 1}
 
 
 # --8<-- [end:calculator]
