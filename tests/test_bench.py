@@ -74,6 +74,24 @@ def test_time_interleaved_runs_round_robin_and_times_each_callable_apart(clock):
     }
 
 
+def test_defaults_are_one_warm_up_and_five_timed_runs(clock):
+    fake = clock([100, 5, 4, 3, 2, 1])
+    assert bench.time_call(fake.work) == {"median_s": 3, "min_s": 1, "max_s": 5}
+    assert fake.calls == 6
+    fake = clock([100, 5, 4, 3, 2, 1])
+    assert bench.time_interleaved({"only": fake.work}) == {"only": {"median_s": 3, "min_s": 1, "max_s": 5}}
+    assert fake.calls == 6
+
+
+def test_one_run_without_warm_up_is_allowed(clock):
+    fake = clock([7])
+    assert bench.time_call(fake.work, repeat=1, warmup=0) == {"median_s": 7, "min_s": 7, "max_s": 7}
+    fake = clock([7])
+    assert bench.time_interleaved({"f": fake.work}, repeat=1, warmup=0) == {
+        "f": {"median_s": 7, "min_s": 7, "max_s": 7}
+    }
+
+
 @pytest.mark.parametrize("timer", [bench.time_call, lambda fn, **kw: bench.time_interleaved({"f": fn}, **kw)])
 @pytest.mark.parametrize(("kwargs", "word"), [({"repeat": 0}, "repeat"), ({"warmup": -1}, "warmup")])
 def test_bad_repeat_or_warmup_is_refused_before_any_call(timer, kwargs, word):
@@ -139,17 +157,44 @@ def test_python_dash_m_records_the_module_name_end_to_end(tmp_path):
     assert record["provenance"]["command"] == "python -m demo_bench --quick"
 
 
+def test_the_date_is_utc_whatever_the_local_time_zone(results, monkeypatch):
+    import time
+
+    monkeypatch.setenv("TZ", "Asia/Taipei")  # UTC+8, no daylight saving
+    time.tzset()
+    try:
+        date = bench.provenance()["date"]
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
+    written = dt.datetime.strptime(date, "%Y-%m-%d %H:%M UTC").replace(tzinfo=dt.timezone.utc)
+    assert abs(dt.datetime.now(dt.timezone.utc) - written) < dt.timedelta(minutes=5)
+
+
+def test_versions_name_every_library_that_shapes_the_numbers(monkeypatch):
+    import numpy
+    import tokenizers
+    import transformers
+
+    versions = bench.library_versions()
+    expected = {"torch": torch, "transformers": transformers, "tokenizers": tokenizers, "numpy": numpy}
+    for name, module in expected.items():
+        assert versions[name] == module.__version__
+    monkeypatch.setitem(bench.sys.modules, "vllm", SimpleNamespace())  # imported, but without __version__
+    assert bench.library_versions()["vllm"] == "unknown"
+
+
 def test_a_missing_result_file_is_an_error_naming_it(results):
     with pytest.raises(FileNotFoundError, match="never_written"):
         bench.read_result("never_written")
 
 
-@pytest.mark.parametrize("name", ["", "../escaped", "sub/escaped", ".hidden", "/tmp/escaped"])
+@pytest.mark.parametrize("name", ["", "../escaped", "sub/escaped", ".hidden", "{tmp}/escaped"])
 def test_names_that_are_not_plain_file_stems_are_refused(results, name):
+    name = name.format(tmp=results.parent)  # an absolute path, inside the test's own folder
     with pytest.raises(ValueError, match="name"):
         bench.write_result(name, {"x": 1})
-    written = [p for p in results.parent.rglob("*") if p.is_file()]
-    assert written == [] and not os.path.exists("/tmp/escaped.json")
+    assert [p for p in results.parent.rglob("*") if p.is_file()] == []  # nothing written, anywhere
 
 
 def test_a_failed_write_leaves_the_previous_file_whole(results):
@@ -169,11 +214,18 @@ def test_results_dir_prefers_the_environment_then_the_checkout(tmp_path, monkeyp
     (tmp_path / "docs" / "sub").mkdir(parents=True)
     monkeypatch.chdir(tmp_path / "docs" / "sub")  # found by searching up from the working directory
     assert bench.results_dir() == tmp_path / "docs" / "results"
+    (tmp_path / "mkdocs.yml").unlink()  # a docs/ folder alone is not a checkout: the package's own is used
+    assert bench.repo_root() != tmp_path
 
 
 def test_device_description_names_the_gpu_or_the_cpu(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert bench.device_description().startswith("CPU: ") and f"{os.cpu_count()} cores" in bench.device_description()
+    if os.path.exists("/proc/cpuinfo"):
+        with open("/proc/cpuinfo") as cpuinfo:
+            names = [line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")]
+        if names:
+            assert bench.device_description().startswith(f"CPU: {names[0]}, ")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=0: "Tesla T4")
     assert bench.device_description() == "GPU: Tesla T4"
