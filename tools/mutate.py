@@ -123,13 +123,13 @@ def run_planted(modules: list[str]) -> dict[str, dict]:
     sys.path.insert(0, str(ROOT / "tools"))
     from planted_mutants import MUTANTS
 
-    work = WORK / "planted"
-    fresh_copy(work)
     summary = {}
     for module in modules:
         mutants = [m for m in MUTANTS if m.module == module]
         if not mutants:
             continue
+        work = WORK / f"planted-{module}"  # one copy per module: two runs on different modules can overlap
+        fresh_copy(work)
         tests = MODULES[module][1]
         print(f"\n[planted] {module}: {len(mutants)} mutants; baseline run of {' '.join(tests)}", flush=True)
         outcome, baseline = run_pytest(work, tests, timeout=1800, first_failure=False)
