@@ -55,7 +55,7 @@ def dry_run(tmp_path_factory):
         env=dict(os.environ, PYTHON=sys.executable),
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=1800,
     )
     return done, out / "gpu_run.tar.gz", started
 

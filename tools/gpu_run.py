@@ -48,6 +48,7 @@ MANIFEST_HEADER = """\
 ARCHIVE_NAME = "gpu_run.tar.gz"
 LOG_NAME = "gpu_run.log"
 DEADLINE_S = 470  # the whole run, start to archive: inside the 8 minutes the issue allows
+DRY_RUN_DEADLINE_S = 1500  # a dry run checks logic, not speed: a busy CPU may need longer
 PACK_RESERVE_S = 20  # kept back from every step for packing the archive
 FLASH_WRAP_UP_S = 45  # the flash bench stops starting measurements this long before its limit
 GPU_ENV_IMPORTS = ("torch", "triton", "transformers", "tokenizers", "safetensors", "pytest", "matplotlib", "tqdm")
@@ -68,8 +69,8 @@ class Step:
     """One stage of the run: a command, its time limit on the GPU, and what its files are called."""
 
     name: str
-    argv: list[str]  # the command; "{seconds}" is replaced by the time this step is given
-    seconds: int  # hard limit on the GPU (the overall deadline may give less)
+    argv: list[str]  # the command; {flash_seconds} and {stage} are filled in when it starts
+    seconds: int  # its hard time limit (the overall deadline may give it less)
     topic: str | None = None  # a bench: its results and figures are collected for this topic
     rename: bool = False  # give its files _gpu names (the pages show a CPU result under the plain name)
     cwd_is_repo: bool = False  # the tests run in the checkout; benches run in a scratch folder
@@ -99,7 +100,7 @@ def environment_script(gpu: bool) -> str:
     """Return Python that imports what the run needs and prints versions and the device."""
     return "\n".join(
         [
-            "import importlib, sys",
+            "import importlib, shutil, subprocess, sys",
             f"for name in {GPU_ENV_IMPORTS!r} + ('inferlab',):",
             "    module = importlib.import_module(name)",
             '    print(f\'{name} {getattr(module, "__version__", "?")}\')',
@@ -108,6 +109,9 @@ def environment_script(gpu: bool) -> str:
             "print('cuda available:', torch.cuda.is_available())",
             "if torch.cuda.is_available():",
             "    print('device:', torch.cuda.get_device_name(0), torch.cuda.get_device_capability(0))",
+            "if shutil.which('nvidia-smi'):",
+            "    query = '--query-gpu=name,memory.total,driver_version,clocks.max.sm'",
+            "    subprocess.run(['nvidia-smi', query, '--format=csv'], timeout=30)",
             *(["assert torch.cuda.is_available(), 'no CUDA GPU: run with --dry-run on a CPU'"] if gpu else []),
         ]
     )
@@ -143,37 +147,40 @@ def gpu_steps(python: str) -> list[Step]:
 
 
 def dry_steps(python: str, full: bool) -> list[Step]:
-    """Return the same steps on tiny CPU sizes: each bench parses its arguments and writes its files."""
+    """Return the same steps on tiny CPU sizes: each bench parses its arguments and writes its files.
+
+    The limits are generous: a dry run checks logic, and a shared CPU can be many times slower than an idle one.
+    """
     flash_tiny = ["--ns", "16", "--head-dims", "16", "--dtypes", "float16", "bfloat16", "--repeat", "1"]
     flash_tiny += ["--heads", "2", "--tokens", "32", "--device", "cpu", "--max-seconds", "{flash_seconds}"]
     help_check = [python, str(Path(__file__).resolve()), "--check-flags", "inferlab.speculative.bench"]
     steps = [
-        Step("environment", [python, "-c", environment_script(gpu=False)], 120),
+        Step("environment", [python, "-c", environment_script(gpu=False)], 300),
         Step(
             "gpu tests",
             [python, "-m", "pytest", "-m", "gpu", "--collect-only", "-q", "-p", "no:cacheprovider", *gpu_test_files()],
-            120,
+            300,
             cwd_is_repo=True,
         ),
         Step(
             "flash",
             [python, "-m", "inferlab.flash.bench", "--gpu", *flash_tiny],
-            240,
+            600,
             topic="flash",
             env={"TRITON_INTERPRET": "1"},  # the Triton kernel runs in Triton's CPU interpreter
         ),
         Step(
             "kvcache",
             [python, "-m", "inferlab.kvcache.bench", "--device", "cpu", "--tiny"],
-            180,
+            600,
             "kvcache",
             rename=True,
         ),
-        Step("speculative flags", [*help_check, *SPECULATIVE_GPU_ARGS], 60),
+        Step("speculative flags", [*help_check, *SPECULATIVE_GPU_ARGS], 300),
     ]
     if full:
         speculative = [python, "-m", "inferlab.speculative.bench", *SPECULATIVE_DRY_ARGS]
-        steps.append(Step("speculative", speculative, 600, "speculative", rename=True))
+        steps.append(Step("speculative", speculative, 900, "speculative", rename=True))
     return steps
 
 
@@ -224,6 +231,9 @@ def run_command(argv: list[str], seconds: float, cwd: Path, env: dict[str, str],
         stop_group(process)
         copier.join(timeout=5)
         return f"timeout after {seconds:.0f} s"
+    except KeyboardInterrupt:  # its own process group does not see our Ctrl-C: stop it too
+        stop_group(process)
+        raise
     copier.join(timeout=5)
     return "ok" if code == 0 else f"failed (exit {code})"
 
@@ -475,7 +485,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, help="where the archive and log go (default $OUT, else ./gpu_run_out)")
     parser.add_argument("--work", type=Path, help="scratch folder (default: a new temporary folder)")
     parser.add_argument("--wheels", type=Path, default=ROOT / ".whl", help="carried wheels to install (default .whl/)")
-    parser.add_argument("--deadline", type=float, default=DEADLINE_S, help=f"seconds for the whole run ({DEADLINE_S})")
+    parser.add_argument(
+        "--deadline", type=float, help=f"seconds for the whole run (default {DEADLINE_S}; dry run {DRY_RUN_DEADLINE_S})"
+    )
     parser.add_argument("--python", default=sys.executable, help="the Python that runs every step")
     parser.add_argument("--list-gpu-tests", action="store_true", help="print the gpu tests (for tools/gpu_tests.txt)")
     parser.add_argument("--unpack", type=Path, metavar="ARCHIVE", help="check an archive and unpack its docs/ here")
@@ -488,6 +500,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.python = os.path.abspath(args.python)  # (not resolve(): a venv's python is a symlink)
     if args.full and not args.dry_run:
         parser.error("--full only applies with --dry-run")
+    if args.deadline is None:
+        args.deadline = DRY_RUN_DEADLINE_S if args.dry_run else DEADLINE_S
     if args.deadline <= PACK_RESERVE_S:
         parser.error(f"--deadline must be more than {PACK_RESERVE_S} s, got {args.deadline}")
     return args
