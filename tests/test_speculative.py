@@ -487,3 +487,154 @@ def test_bench_chi_square_p_value_matches_scipy():
     assert chi_square_p_value(torch.tensor(observed), torch.tensor(expected)) == pytest.approx(
         chisquare(observed, expected).pvalue, rel=1e-6
     )
+
+
+# ----------------------------------------------------------------------------------------------
+# The fast path on inferlab's own decoder (a preallocated KV cache; rollback moves a length).
+
+
+def decoder_pair(tiny_pair):
+    """Return the tiny transformers pair as inferlab LlamaDecoders with the same weights."""
+    from inferlab.kvcache import LlamaDecoder
+
+    return tuple(LlamaDecoder.from_pretrained(model) for model in tiny_pair)
+
+
+@pytest.mark.parametrize("gamma", [1, 3, 6])
+def test_decoder_fast_path_equals_transformers_generate(tiny_pair, gamma):
+    target, draft = decoder_pair(tiny_pair)
+    prompt = torch.tensor([[5, 17, 3, 42, 8]])
+    with torch.no_grad():  # the independent reference: transformers' own greedy generate
+        expected = tiny_pair[0].generate(prompt, max_new_tokens=30, do_sample=False, min_new_tokens=30)
+    for result in (
+        speculative_sample(target, draft, prompt, 30, gamma, temperature=0),
+        prompt_lookup_decode(target, prompt, 30, num_draft=gamma),
+        tree_speculative_decode(target, draft, prompt, 30, (2,) + (1,) * (gamma - 1)),
+    ):
+        assert torch.equal(result.sequences, expected)
+
+
+def test_decoder_fast_path_never_recomputes_a_prefix(tiny_pair):
+    target, draft = decoder_pair(tiny_pair)
+    target.reset_counts()
+    prompt = torch.tensor([[1, 2, 3, 4, 5, 6]])
+    result = speculative_sample(target, draft, prompt, 40, 4, temperature=0)
+    # Each round feeds the target the token kept last round plus its new drafts, nothing older:
+    # the prompt once, then (drafts + 1) keys per later round, in every layer.
+    fed = prompt.shape[1] + result.drafted + (result.rounds - 1)
+    assert target.keys_computed == target.num_layers * fed
+    assert result.rounds > 1 and result.drafted > 0
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_decoder_sampling_matches_the_transformers_pair_draw_for_draw(tiny_pair, seed):
+    target, draft = decoder_pair(tiny_pair)
+    prompt = torch.tensor([[7, 1, 30]])
+    on_hf = speculative_sample(
+        *tiny_pair, prompt, 25, 3, temperature=1.0, generator=torch.Generator().manual_seed(seed)
+    )
+    ours = speculative_sample(
+        target, draft, prompt, 25, 3, temperature=1.0, generator=torch.Generator().manual_seed(seed)
+    )
+    assert torch.equal(ours.sequences, on_hf.sequences)
+    assert ours.accepted_per_round == on_hf.accepted_per_round
+
+
+def test_load_pair_inferlab_backend_gives_decoders_with_the_same_logits(bundled_pair):
+    from inferlab.kvcache import LlamaDecoder
+    from inferlab.models import load_pair
+
+    target, draft, tokenizer = load_pair(backend="inferlab")
+    assert isinstance(target, LlamaDecoder) and isinstance(draft, LlamaDecoder)
+    ids = tokenizer("for item in items:\n", return_tensors="pt").input_ids
+    for ours, theirs in ((target, bundled_pair[0]), (draft, bundled_pair[1])):
+        with torch.no_grad():
+            torch.testing.assert_close(ours(ids), theirs(ids).logits, atol=2e-4, rtol=1e-4)
+    with pytest.raises(ValueError, match="backend must be one of"):
+        load_pair(backend="vllm")
+
+
+def test_greedy_alpha_counts_agreement_along_the_target_greedy_path(tiny_pair):
+    from inferlab.speculative.alpha import greedy_alpha
+
+    target, draft = tiny_pair
+    prompt = torch.tensor([[4, 9, 2]])
+    with torch.no_grad():  # by hand: the target's greedy path, then both argmaxes at every position
+        path = target.generate(prompt, max_new_tokens=20, do_sample=False, min_new_tokens=20)
+        want = target(path).logits[0, 2:-1].argmax(-1) == draft(path).logits[0, 2:-1].argmax(-1)
+    assert greedy_alpha(target, draft, prompt, 20) == pytest.approx(want.float().mean().item())
+    assert greedy_alpha(*decoder_pair(tiny_pair), prompt, 20) == pytest.approx(want.float().mean().item())
+    assert greedy_alpha(target, target, prompt, 20) == 1.0  # a draft equal to its target always agrees
+
+
+# ----------------------------------------------------------------------------------------------
+# Bad input and broken models: a clear error before any work, never a plausible-looking token.
+
+
+def nan_model(ids):
+    return torch.full((ids.shape[0], ids.shape[1], 5), float("nan"))
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        torch.full((4,), float("nan")),
+        torch.zeros(4),
+        torch.tensor([0.5, -0.1, 0.3, 0.3]),
+        torch.tensor([1.0, float("inf"), 0.0, 0.0]),
+    ],
+)
+def test_sample_token_refuses_what_is_not_a_distribution(bad):
+    with pytest.raises(ValueError, match="probs must"):
+        sample_token(bad)
+
+
+@pytest.mark.parametrize("temperature", [0, 1.0])
+def test_nan_logits_are_refused_not_decoded(temperature):
+    for sampler in (speculative_sample, speculative_sample_reference):
+        with pytest.raises(ValueError, match="NaN"):
+            sampler(nan_model, nan_model, torch.tensor([[1, 2]]), 4, 2, temperature=temperature)
+    with pytest.raises(ValueError, match="NaN"):
+        prompt_lookup_decode(nan_model, torch.tensor([[1, 2]]), 4)
+    with pytest.raises(ValueError, match="NaN"):
+        tree_speculative_decode(nan_model, nan_model, torch.tensor([[1, 2]]), 4)
+
+
+def test_a_tiny_temperature_is_the_greedy_limit_not_an_overflow(tiny_pair):
+    prompt = torch.tensor([[3, 1, 4, 1, 5]])
+    greedy = speculative_sample(*tiny_pair, prompt, 12, 3, temperature=0)
+    tiny = speculative_sample(*tiny_pair, prompt, 12, 3, temperature=1e-39, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(tiny.sequences, greedy.sequences)
+
+
+@pytest.mark.parametrize("max_new_tokens", [300, 10**9])
+def test_running_past_the_model_positions_is_refused(tiny_pair, max_new_tokens):
+    target, draft = tiny_pair  # max_position_embeddings = 256
+    for models in (tiny_pair, decoder_pair(tiny_pair)):
+        for call in (
+            lambda pair=models: speculative_sample(*pair, torch.tensor([[1, 2]]), max_new_tokens, 2, temperature=0),
+            lambda pair=models: prompt_lookup_decode(pair[0], torch.tensor([[1, 2]]), max_new_tokens),
+            lambda pair=models: tree_speculative_decode(*pair, torch.tensor([[1, 2]]), max_new_tokens),
+        ):
+            with pytest.raises(ValueError, match="exceeds the target's 256 positions"):
+                call()
+
+
+@pytest.mark.parametrize("bad_id", [-1, 97, 10**6])
+def test_out_of_vocabulary_ids_are_refused(tiny_pair, bad_id):
+    prompt = torch.tensor([[1, bad_id, 2]])
+    for models in (tiny_pair, decoder_pair(tiny_pair)):
+        with pytest.raises(ValueError, match=r"input_ids must be token ids in 0\.\.96"):
+            speculative_sample(*models, prompt, 4, 2, temperature=0)
+        with pytest.raises(ValueError, match=r"input_ids must be token ids in 0\.\.96"):
+            tree_speculative_decode(*models, prompt, 4)
+        with pytest.raises(ValueError, match=r"input_ids must be token ids in 0\.\.96"):
+            prompt_lookup_decode(models[0], prompt, 4)
+
+
+def test_verify_drafts_refuses_ids_outside_the_vocabulary():
+    p = torch.full((2, 4), 0.25)
+    with pytest.raises(ValueError, match=r"drafts must be token ids in 0\.\.3, got -1"):
+        verify_drafts(p, p[:1], [-1])
+    with pytest.raises(ValueError, match="p_rows must hold at least 2 rows"):
+        verify_drafts(p[:1], p[:1], [0])

@@ -90,8 +90,10 @@ def load_tokenizer(name_or_path: str | Path | None = None):
 
 
 def vocab_size_of(model: Any) -> int:
-    """Return the number of logits a model produces per position."""
-    return int(model.get_output_embeddings().weight.shape[0])
+    """Return the number of logits a model produces per position (a Hugging Face model or a LlamaDecoder)."""
+    if hasattr(model, "get_output_embeddings"):
+        return int(model.get_output_embeddings().weight.shape[0])
+    return int(model.vocab_size)
 
 
 def check_same_vocab(target: Any, draft: Any) -> None:
@@ -104,14 +106,25 @@ def check_same_vocab(target: Any, draft: Any) -> None:
         )
 
 
+BACKENDS = ("transformers", "inferlab")
+
+
 # --8<-- [start:load_pair]
 def load_pair(
     target: str | Path | None = None,
     draft: str | Path | None = None,
     device: str = "cpu",
     dtype: torch.dtype = torch.float32,
+    backend: str = "transformers",
 ):
-    """Return (target, draft, tokenizer): the bundled pair by default, else Hugging Face ids or local paths."""
+    """Return (target, draft, tokenizer): the bundled pair by default, else Hugging Face ids or local paths.
+
+    ``backend="transformers"`` gives two ``LlamaForCausalLM``s (any architecture transformers knows);
+    ``backend="inferlab"`` gives two of inferlab's own ``LlamaDecoder``s with the same weights: the
+    fast path for speculative decoding on a CPU (a preallocated KV cache, no per-call overhead).
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     if (target is None) != (draft is None):
         raise ValueError(
             "give both target and draft (Hugging Face ids or local paths), or neither for the bundled pair"
@@ -131,8 +144,14 @@ def load_pair(
                 f"target and draft tokenizers differ: target has {len(tokenizer)} tokens, "
                 f"draft has {len(draft_tokenizer)}; pick a pair from one model family"
             )
-    target_model = _load_model(target, device, dtype)
-    draft_model = _load_model(draft, device, dtype)
+    if backend == "inferlab":
+        from inferlab.kvcache import LlamaDecoder
+
+        target_model, draft_model = (
+            LlamaDecoder.from_pretrained(p, dtype=dtype, device=device) for p in (target, draft)
+        )
+    else:
+        target_model, draft_model = _load_model(target, device, dtype), _load_model(draft, device, dtype)
     check_same_vocab(target_model, draft_model)
     return target_model, draft_model, tokenizer
 

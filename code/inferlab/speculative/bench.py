@@ -28,11 +28,14 @@ from pathlib import Path
 import torch
 
 from inferlab.bench import repo_root, write_result
-from inferlab.models import load_pair
+from inferlab.kvcache import LlamaDecoder, generate_cached
+from inferlab.models import load_pair, load_tokenizer
+from inferlab.speculative.alpha import greedy_alpha
 from inferlab.speculative.formulas import expected_speedup
 from inferlab.speculative.prompt_lookup import prompt_lookup_decode
-from inferlab.speculative.sampler import IncrementalModel, speculative_sample
-from inferlab.speculative.tree import tree_speculative_decode
+from inferlab.speculative.runner import IncrementalModel
+from inferlab.speculative.sampler import speculative_sample
+from inferlab.speculative.tree import tree_level_sizes, tree_speculative_decode
 
 SHORT_PROMPT = "def greet(name):\n"
 
@@ -72,11 +75,18 @@ LONG_PROMPT = '''class Inventory:
 
 REGIMES = {"short": (SHORT_PROMPT, 64), "long": (LONG_PROMPT, 128)}
 METHODS = ("ours_speculative", "ours_prompt_lookup", "hf_assisted", "hf_prompt_lookup")
+# Chains and trees in pairs of equal node budgets (a tree of shape b1-b2-... holds b1 + b1*b2 + ...
+# nodes), plus the chains that are best on their own.
 TREE_SHAPES = {
-    "chain 1-1-1-1": (1, 1, 1, 1),
-    "tree 2-2-1-1": (2, 2, 1, 1),
-    "tree 3-2-1-1": (3, 2, 1, 1),
-    "tree 2-2-2-2": (2, 2, 2, 2),
+    "chain 4": (1, 1, 1, 1),
+    "tree 2-1": (2, 1),
+    "chain 6": (1,) * 6,
+    "tree 2-1-1": (2, 1, 1),
+    "chain 8": (1,) * 8,
+    "tree 2-1-1-1": (2, 1, 1, 1),
+    "tree 4-1": (4, 1),
+    "chain 10": (1,) * 10,
+    "tree 2-2-1": (2, 2, 1),
 }
 
 
@@ -155,10 +165,19 @@ def exactness_experiment(draws: int) -> dict:
 
 # ----------------------------------------------------------------------------------------------
 # The gamma sweep.
+#
+# The same weights run on two runtimes: inferlab's own LlamaDecoder (a preallocated KV cache,
+# little per-call overhead) and transformers. Every speed-up is measured against the fastest plain
+# greedy loop for the pair, whichever runtime that is, timed in the same rounds as the method
+# (round-robin, so machine noise hits all alike). The theory check compares each runtime's
+# speculative decoder with plain decoding on the same runtime, since that is what the formula
+# predicts.
 
 
 def plain_greedy(model, ids: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
-    """Return the greedy continuation with a KV cache, one target call per token: the baseline."""
+    """Return the greedy continuation with a KV cache, one model call per token: the baseline loop."""
+    if isinstance(model, LlamaDecoder):
+        return generate_cached(model, ids, max_new_tokens).tokens
     runner = IncrementalModel(model)
     for _ in range(max_new_tokens):
         next_token = runner.new_logits(ids)[-1].argmax().view(1, 1)
@@ -182,14 +201,14 @@ def step_seconds(model, ids: torch.Tensor, new_tokens: int, repeat: int) -> floa
 
 def hf_generate(model, ids: torch.Tensor, max_new_tokens: int, **kwargs) -> torch.Tensor:
     """Return transformers' own greedy ``generate`` output (no early stop at end-of-text)."""
-    with torch.no_grad():
+    with torch.inference_mode():
         return model.generate(
             ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens, do_sample=False, **kwargs
         ).cpu()
 
 
-def timed_runs(runs: dict, repeat: int) -> tuple[dict[str, float], dict]:
-    """Run every method ``repeat`` times round-robin; return median seconds and each one's last output.
+def timed_runs(runs: dict, repeat: int) -> tuple[dict[str, list[float]], dict]:
+    """Run every method ``repeat`` times round-robin; return each one's seconds and its last output.
 
     Round-robin (as in ``inferlab.bench.time_interleaved``) lets machine noise hit all methods alike;
     the outputs are kept so the run can check them against plain greedy decoding without rerunning.
@@ -201,7 +220,7 @@ def timed_runs(runs: dict, repeat: int) -> tuple[dict[str, float], dict]:
             start = time.perf_counter()
             outputs[name] = run()
             seconds[name].append(time.perf_counter() - start)
-    return {name: statistics.median(s) for name, s in seconds.items()}, outputs
+    return seconds, outputs
 
 
 def set_assistant_gamma(draft, gamma: int) -> None:
@@ -211,133 +230,151 @@ def set_assistant_gamma(draft, gamma: int) -> None:
     draft.generation_config.assistant_confidence_threshold = 0.0
 
 
-def sweep_regime(target, draft, tokenizer, regime: str, gammas: list[int], repeat: int, new_tokens: int | None) -> dict:
+def spread(seconds: list[float]) -> float:
+    """Return max / min of repeated timings: 1.0 means perfectly steady."""
+    return round(max(seconds) / min(seconds), 3)
+
+
+def method_runs(pairs: dict, ids: torch.Tensor, max_new: int, gamma: int) -> dict:
+    """Return the decoders timed at one gamma: ours on both runtimes, transformers' own, prompt lookup."""
+    (target, draft), (hf_target, hf_draft) = pairs["inferlab"], pairs["transformers"]
+    set_assistant_gamma(hf_draft, gamma)
+    return {
+        "plain_inferlab": lambda: plain_greedy(target, ids, max_new),
+        "plain_transformers": lambda: hf_generate(hf_target, ids, max_new),
+        "ours_speculative": lambda: speculative_sample(target, draft, ids, max_new, gamma, temperature=0),
+        "ours_speculative_transformers": lambda: speculative_sample(
+            hf_target, hf_draft, ids, max_new, gamma, temperature=0
+        ),
+        "hf_assisted": lambda: hf_generate(hf_target, ids, max_new, assistant_model=hf_draft),
+        "ours_prompt_lookup": lambda: prompt_lookup_decode(target, ids, max_new, max_ngram=3, num_draft=gamma),
+        "hf_prompt_lookup": lambda: hf_generate(
+            hf_target, ids, max_new, prompt_lookup_num_tokens=gamma, max_matching_ngram_size=3
+        ),
+    }
+
+
+def runtime_costs(pairs: dict, ids: torch.Tensor, gammas: list[int], repeat: int) -> dict:
+    """Return each runtime's target and draft step times, c, and the cost of verifying gamma + 1 tokens."""
+    costs = {}
+    for runtime, (target, draft) in pairs.items():
+        target_step = step_seconds(target, ids, 1, 10 * repeat)
+        draft_step = step_seconds(draft, ids, 1, 10 * repeat)
+        verify = {g: step_seconds(target, ids, g + 1, 5 * repeat) / target_step for g in gammas}
+        costs[runtime] = {"target_step": target_step, "draft_step": draft_step, "c": draft_step / target_step}
+        costs[runtime]["verify"] = verify
+    return costs
+
+
+def sweep_regime(pairs: dict, tokenizer, regime: str, gammas: list[int], repeat: int, new_tokens: int | None) -> dict:
     """Return the measured and predicted speed-ups of every method at every gamma for one prompt regime."""
     prompt, max_new = REGIMES[regime]
     max_new = new_tokens or max_new
     ids = tokenizer(prompt, return_tensors="pt").input_ids
+    target, draft = pairs["inferlab"]
     reference = plain_greedy(target, ids, max_new)
-    target_step = step_seconds(target, ids, 1, 10 * repeat)
-    draft_step = step_seconds(draft, ids, 1, 10 * repeat)
-    c = draft_step / target_step
-    rows, acceptance, identical = [], [], True
-    # Plain decoding is timed once per regime (it does not depend on gamma); on a busy machine,
-    # run with --repeat > 1 so that the medians absorb the noise.
-    baselines, _ = timed_runs(
-        {
-            "plain_ours": lambda: plain_greedy(target, ids, max_new),
-            "plain_hf": lambda: hf_generate(target, ids, max_new),
-        },
-        repeat,
-    )
+    alpha = greedy_alpha(target, draft, ids, max_new)  # the one definition of alpha (speculative/alpha.py)
+    costs = runtime_costs(pairs, ids, gammas, repeat)
+    rows, plain_seconds, identical, run_alpha = [], {"plain_inferlab": [], "plain_transformers": []}, True, []
     for gamma in _progress(gammas, f"{regime} prompt, gamma"):
-        set_assistant_gamma(draft, gamma)
-        runs = {  # (gamma=gamma binds this round's value: the lambdas run within the round anyway)
-            "ours_speculative": lambda gamma=gamma: speculative_sample(
-                target, draft, ids, max_new, gamma, temperature=0
-            ),
-            "ours_prompt_lookup": lambda gamma=gamma: prompt_lookup_decode(
-                target, ids, max_new, max_ngram=3, num_draft=gamma
-            ),
-            "hf_assisted": lambda: hf_generate(target, ids, max_new, assistant_model=draft),
-            "hf_prompt_lookup": lambda gamma=gamma: hf_generate(
-                target, ids, max_new, prompt_lookup_num_tokens=gamma, max_matching_ngram_size=3
-            ),
-        }
-        times, outputs = timed_runs(runs, repeat)
-        times |= baselines
+        seconds, outputs = timed_runs(method_runs(pairs, ids, max_new, gamma), repeat)
+        for name in plain_seconds:
+            plain_seconds[name] += seconds.pop(name)
         for out in outputs.values():
             sequence = out.sequences if hasattr(out, "sequences") else out
             identical &= torch.equal(sequence[:, : reference.shape[1]], reference)
-        spec, lookup = outputs["ours_speculative"], outputs["ours_prompt_lookup"]
-        acceptance += spec.acceptance_probs
-        verify_step = step_seconds(target, ids, gamma + 1, 10 * repeat)
-        for method in METHODS:
-            baseline = times["plain_hf" if method.startswith("hf_") else "plain_ours"]
-            row = {
-                "gamma": gamma,
-                "method": method,
-                "seconds": round(times[method], 4),
-                "tokens_per_s": round(max_new / times[method], 1),
-                "speedup": round(baseline / times[method], 3),
-            }
-            for name, out in (("ours_speculative", spec), ("ours_prompt_lookup", lookup)):
-                if method == name:  # JSON has no nan: None when nothing was drafted
-                    row |= {
-                        "alpha_accepted_over_drafted": round(out.alpha, 3) if out.drafted else None,
-                        "target_calls": out.target_calls,
-                    }
+        run_alpha += outputs["ours_speculative"].acceptance_probs
+        for method, times in seconds.items():
+            row = {"gamma": gamma, "method": method, "seconds": round(statistics.median(times), 4)}
+            row |= {"tokens_per_s": round(max_new / row["seconds"], 1), "spread": spread(times)}
+            if method in ("ours_speculative", "ours_prompt_lookup", "ours_speculative_transformers"):
+                row["target_calls"] = outputs[method].target_calls
             rows.append(row)
-        rows.append(
-            {"gamma": gamma, "method": "verify_cost", "target_verify_over_step": round(verify_step / target_step, 3)}
-        )
-    alpha = sum(acceptance) / len(acceptance)
-    verify = {r["gamma"]: r["target_verify_over_step"] for r in rows if r["method"] == "verify_cost"}
+    plain = {name: statistics.median(times) for name, times in plain_seconds.items()}
+    fastest_plain = min(plain.values())
     for row in rows:
-        if row["method"] == "ours_speculative":
-            row["predicted_speedup"] = round(expected_speedup(alpha, row["gamma"], c), 3)
+        row["speedup"] = round(fastest_plain / row["seconds"], 3)
+        runtime = "transformers" if row["method"] in ("ours_speculative_transformers", "hf_assisted") else "inferlab"
+        if row["method"] in ("ours_speculative", "ours_speculative_transformers"):
+            cost = costs[runtime]
+            row["speedup_same_runtime"] = round(plain[f"plain_{runtime}"] / row["seconds"], 3)
+            row["predicted_speedup"] = round(expected_speedup(alpha, row["gamma"], cost["c"]), 3)
             # The same formula with the target's measured cost of checking gamma + 1 tokens.
-            row["predicted_with_verify_cost"] = round(expected_speedup(alpha, row["gamma"], c, verify[row["gamma"]]), 3)
-    return summarize(regime, rows, alpha, c, target_step, draft_step, max_new, ids.shape[1], identical)
+            predicted = expected_speedup(alpha, row["gamma"], cost["c"], cost["verify"][row["gamma"]])
+            row["predicted_with_verify_cost"] = round(predicted, 3)
+            row["measured_over_predicted"] = round(row["speedup_same_runtime"] / predicted, 3)
+    return summarize(regime, rows, alpha, run_alpha, costs, plain, plain_seconds, max_new, ids.shape[1], identical)
 
 
-def summarize(regime, rows, alpha, c, target_step, draft_step, max_new, prompt_tokens, identical) -> dict:
+def best(rows: list[dict], method: str) -> dict:
+    """Return the row of ``method`` with the highest speed-up."""
+    return max((r for r in rows if r["method"] == method), key=lambda r: r["speedup"])
+
+
+def at_gamma(rows: list[dict], method: str, gamma: int) -> dict:
+    return next(r for r in rows if r["method"] == method and r["gamma"] == gamma)
+
+
+def summarize(regime, rows, alpha, run_alpha, costs, plain, plain_seconds, max_new, prompt_tokens, identical) -> dict:
     """Return the regime's record with the headline ratios the pages quote."""
-    ours = [r for r in rows if r["method"] == "ours_speculative"]
-    best = max(ours, key=lambda r: r["speedup"])
-    hf_at_best = next(r for r in rows if r["method"] == "hf_assisted" and r["gamma"] == best["gamma"])
-    best_predicted = max(ours, key=lambda r: r["predicted_speedup"])
-    lookup = [r for r in rows if r["method"] == "ours_prompt_lookup"]
-    best_lookup = max(lookup, key=lambda r: r["speedup"])
-    hf_ratio = [
-        r["tokens_per_s"]
-        / next(h["tokens_per_s"] for h in rows if h["method"] == "hf_assisted" and h["gamma"] == r["gamma"])
-        for r in ours
+    ours, ours_hf = best(rows, "ours_speculative"), best(rows, "ours_speculative_transformers")
+    lookup = best(rows, "ours_prompt_lookup")
+    theory = [r["measured_over_predicted"] for r in rows if r["method"] == "ours_speculative"]
+    over_hf = [
+        r["tokens_per_s"] / at_gamma(rows, "hf_assisted", r["gamma"])["tokens_per_s"]
+        for r in rows
+        if r["method"] == "ours_speculative"
     ]
     return {
         "regime": regime,
         "prompt_tokens": prompt_tokens,
         "new_tokens": max_new,
         "alpha": round(alpha, 4),
-        "c": round(c, 4),
-        "target_step_ms": round(1000 * target_step, 3),
-        "draft_step_ms": round(1000 * draft_step, 3),
+        "alpha_counted_in_runs": round(sum(run_alpha) / len(run_alpha), 4) if run_alpha else None,
+        "c": round(costs["inferlab"]["c"], 4),
+        "c_transformers": round(costs["transformers"]["c"], 4),
+        "target_step_ms": round(1000 * costs["inferlab"]["target_step"], 3),
+        "draft_step_ms": round(1000 * costs["inferlab"]["draft_step"], 3),
+        "target_step_ms_transformers": round(1000 * costs["transformers"]["target_step"], 3),
+        "draft_step_ms_transformers": round(1000 * costs["transformers"]["draft_step"], 3),
+        "plain_inferlab_tokens_per_s": round(max_new / plain["plain_inferlab"], 1),
+        "plain_transformers_tokens_per_s": round(max_new / plain["plain_transformers"], 1),
+        "plain_inferlab_spread": spread(plain_seconds["plain_inferlab"]),
+        "plain_transformers_spread": spread(plain_seconds["plain_transformers"]),
         "outputs_identical_to_greedy": bool(identical),
-        "best_gamma_measured": best["gamma"],
-        "best_speedup_measured": best["speedup"],
-        "predicted_at_best_gamma": best["predicted_speedup"],
-        "measured_over_predicted": round(best["speedup"] / best["predicted_speedup"], 3),
-        "predicted_with_verify_cost_at_best_gamma": best["predicted_with_verify_cost"],
-        "measured_over_predicted_with_verify_cost": round(best["speedup"] / best["predicted_with_verify_cost"], 3),
-        "best_gamma_predicted": best_predicted["gamma"],
-        "best_speedup_predicted": best_predicted["predicted_speedup"],
-        "ours_over_hf_assisted_at_best_gamma": round(best["tokens_per_s"] / hf_at_best["tokens_per_s"], 3),
-        "ours_over_hf_assisted_min": round(min(hf_ratio), 3),
-        "ours_over_hf_assisted_max": round(max(hf_ratio), 3),
-        "best_gamma_prompt_lookup": best_lookup["gamma"],
-        "best_speedup_prompt_lookup": best_lookup["speedup"],
-        "by_gamma": [by_gamma(rows, gamma) for gamma in sorted({r["gamma"] for r in ours})],
-        "rows": [r for r in rows if r["method"] != "verify_cost"],
-        "verify_cost": [
-            {"gamma": r["gamma"], "target_verify_over_step": r["target_verify_over_step"]}
-            for r in rows
-            if r["method"] == "verify_cost"
-        ],
+        "best_gamma_measured": ours["gamma"],
+        "best_speedup_measured": ours["speedup"],
+        "predicted_with_verify_cost_at_best_gamma": ours["predicted_with_verify_cost"],
+        "measured_over_predicted_with_verify_cost": ours["measured_over_predicted"],
+        "measured_over_predicted_min": min(theory),
+        "measured_over_predicted_max": max(theory),
+        "best_gamma_transformers_pair": ours_hf["gamma"],
+        "best_speedup_transformers_pair": ours_hf["speedup"],
+        "ours_over_hf_assisted_at_best_gamma": round(
+            ours["tokens_per_s"] / at_gamma(rows, "hf_assisted", ours["gamma"])["tokens_per_s"], 3
+        ),
+        "ours_over_hf_assisted_min": round(min(over_hf), 3),
+        "best_gamma_prompt_lookup": lookup["gamma"],
+        "best_speedup_prompt_lookup": lookup["speedup"],
+        "max_spread": max(r["spread"] for r in rows),
+        "by_gamma": [by_gamma(rows, gamma, costs) for gamma in sorted({r["gamma"] for r in rows})],
+        "rows": rows,
     }
 
 
-def by_gamma(rows: list[dict], gamma: int) -> dict:
+def by_gamma(rows: list[dict], gamma: int, costs: dict) -> dict:
     """Return one table row: every method's speed-up at one gamma, beside the predicted one."""
     at = {r["method"]: r for r in rows if r["gamma"] == gamma}
     return {
         "gamma": gamma,
         "predicted": at["ours_speculative"]["predicted_speedup"],
         "predicted, verify measured": at["ours_speculative"]["predicted_with_verify_cost"],
-        "ours speculative": at["ours_speculative"]["speedup"],
+        "ours speculative (inferlab)": at["ours_speculative"]["speedup"],
+        "ours speculative (transformers)": at["ours_speculative_transformers"]["speedup"],
         "transformers assisted": at["hf_assisted"]["speedup"],
         "ours prompt lookup": at["ours_prompt_lookup"]["speedup"],
         "transformers prompt lookup": at["hf_prompt_lookup"]["speedup"],
-        "target verify / step": at["verify_cost"]["target_verify_over_step"],
+        "target verify / step": round(costs["inferlab"]["verify"][gamma], 3),
     }
 
 
@@ -345,49 +382,64 @@ def by_gamma(rows: list[dict], gamma: int) -> dict:
 # Token trees.
 
 
-def tree_experiment(target, draft, tokenizer, repeat: int, new_tokens: int | None) -> dict:
-    """Return tokens per target call and time for a chain and a few tree shapes on the long prompt."""
+def chain_shape(nodes: int) -> tuple[int, ...]:
+    """Return the chain (one child per depth) that uses ``nodes`` tree nodes."""
+    return (1,) * nodes
+
+
+def tree_experiment(pairs: dict, tokenizer, repeat: int, new_tokens: int | None) -> dict:
+    """Return tokens per target call and time for chains and trees of equal node budgets on the long prompt."""
     prompt, max_new = REGIMES["long"]
     max_new = new_tokens or max_new
     ids = tokenizer(prompt, return_tensors="pt").input_ids
+    target, draft = pairs["inferlab"]
     reference = plain_greedy(target, ids, max_new)
+    shapes = {name: shape for name, shape in TREE_SHAPES.items()}
     runs = {
         name: (lambda shape=shape: tree_speculative_decode(target, draft, ids, max_new, shape))
-        for name, shape in TREE_SHAPES.items()
+        for name, shape in shapes.items()
     }
     runs["plain"] = lambda: plain_greedy(target, ids, max_new)
-    times, outputs = timed_runs(runs, repeat)
+    seconds, outputs = timed_runs(runs, repeat)
+    plain = statistics.median(seconds.pop("plain"))
     del outputs["plain"]
     rows = [
         {
             "shape": name,
-            "nodes_per_tree": sum(_nodes(TREE_SHAPES[name])),
+            "nodes_per_tree": sum(tree_level_sizes(shapes[name])),
             "tokens_per_target_call": round(out.tokens_per_target_call, 3),
             "target_calls": out.target_calls,
-            "speedup": round(times["plain"] / times[name], 3),
+            "speedup": round(plain / statistics.median(seconds[name]), 3),
+            "spread": spread(seconds[name]),
         }
         for name, out in outputs.items()
     ]
-    chain = rows[0]
+    chains = [r for r in rows if r["shape"].startswith("chain")]
+    trees = [r for r in rows if not r["shape"].startswith("chain")]
+    same_budget = [
+        {
+            "nodes": t["nodes_per_tree"],
+            "tree": t["shape"],
+            "tree_tokens_per_call": t["tokens_per_target_call"],
+            "chain_tokens_per_call": next(c for c in chains if c["nodes_per_tree"] == t["nodes_per_tree"])[
+                "tokens_per_target_call"
+            ],
+        }
+        for t in trees
+        if any(c["nodes_per_tree"] == t["nodes_per_tree"] for c in chains)
+    ]
+    best_tree, best_chain = max(trees, key=lambda r: r["speedup"]), max(chains, key=lambda r: r["speedup"])
     return {
         "new_tokens": max_new,
         "outputs_identical_to_greedy": all(torch.equal(o.sequences, reference) for o in outputs.values()),
-        "best_tree_tokens_per_call": max(r["tokens_per_target_call"] for r in rows[1:]),
-        "chain_tokens_per_call": chain["tokens_per_target_call"],
-        "tree_over_chain_tokens_per_call": round(
-            max(r["tokens_per_target_call"] for r in rows[1:]) / chain["tokens_per_target_call"], 3
-        ),
+        "best_tree": best_tree["shape"],
+        "best_tree_speedup": best_tree["speedup"],
+        "best_chain": best_chain["shape"],
+        "best_chain_speedup": best_chain["speedup"],
+        "best_tree_over_best_chain_time": round(best_tree["speedup"] / best_chain["speedup"], 3),
+        "same_budget": same_budget,
         "rows": rows,
     }
-
-
-def _nodes(shape: tuple[int, ...]) -> list[int]:
-    """Return the number of tree nodes at each depth for a branching shape."""
-    counts, width = [], 1
-    for branches in shape:
-        width *= branches
-        counts.append(width)
-    return counts
 
 
 # ----------------------------------------------------------------------------------------------
@@ -415,9 +467,10 @@ def plot_exactness(values: dict, path: Path) -> None:
 def plot_regime(record: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.4, 4.8))
+    fig, ax = plt.subplots(figsize=(6.4, 5.0))
     styles = {
-        "ours_speculative": ("o-", "#3f51b5", "ours: speculative"),
+        "ours_speculative": ("o-", "#3f51b5", "ours: speculative (inferlab decoder)"),
+        "ours_speculative_transformers": ("D-", "#9fa8da", "ours: speculative (transformers pair)"),
         "hf_assisted": ("s--", "#7986cb", "transformers: assistant_model"),
         "ours_prompt_lookup": ("^-", "#e65100", "ours: prompt lookup"),
         "hf_prompt_lookup": ("v--", "#ffb74d", "transformers: prompt_lookup_num_tokens"),
@@ -426,27 +479,28 @@ def plot_regime(record: dict, path: Path) -> None:
         rows = [r for r in record["rows"] if r["method"] == method]
         ax.plot([r["gamma"] for r in rows], [r["speedup"] for r in rows], style, color=color, label=label)
     ours = [r for r in record["rows"] if r["method"] == "ours_speculative"]
+    gammas = [r["gamma"] for r in ours]
     ax.plot(
-        [r["gamma"] for r in ours],
+        gammas,
         [r["predicted_speedup"] for r in ours],
         ":",
         color="black",
-        label=f"predicted (alpha={record['alpha']:.2f}, c={record['c']:.2f})",
+        label=f"predicted, idealised (alpha={record['alpha']:.2f}, c={record['c']:.2f})",
     )
     ax.plot(
-        [r["gamma"] for r in ours],
+        gammas,
         [r["predicted_with_verify_cost"] for r in ours],
         "-.",
         color="grey",
         label="predicted, with the measured cost of verifying",
     )
     ax.axhline(1.0, color="grey", linewidth=0.8)
-    ax.set_xticks(sorted({r["gamma"] for r in ours}))
+    ax.set_xticks(gammas)
     ax.set_xlabel("gamma (drafted tokens per round)")
-    ax.set_ylabel("speed-up over plain decoding")
+    ax.set_ylabel("speed-up over the fastest plain greedy loop")
     ax.set_title(f"{record['regime']} prompt, {record['new_tokens']} new tokens")
-    # Below the axes: six curves leave no empty corner for a legend inside.
-    ax.legend(frameon=False, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
+    # Below the axes: seven curves leave no empty corner for a legend inside.
+    ax.legend(frameon=False, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=130)
     plt.close(fig)
@@ -456,9 +510,16 @@ def plot_tree(values: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     rows = values["rows"]
-    fig, ax = plt.subplots(figsize=(6, 3))
-    ax.bar([r["shape"] for r in rows], [r["tokens_per_target_call"] for r in rows], color="#3f51b5")
-    ax.set_ylabel("tokens per target call")
+    fig, (calls, speed) = plt.subplots(1, 2, figsize=(9, 3.4))
+    colors = ["#3f51b5" if r["shape"].startswith("chain") else "#e65100" for r in rows]
+    labels = [f"{r['shape']}\n({r['nodes_per_tree']} nodes)" for r in rows]
+    calls.bar(labels, [r["tokens_per_target_call"] for r in rows], color=colors)
+    calls.set_ylabel("tokens per target call")
+    speed.bar(labels, [r["speedup"] for r in rows], color=colors)
+    speed.axhline(1.0, color="grey", linewidth=0.8)
+    speed.set_ylabel("speed-up over plain greedy")
+    for ax in (calls, speed):
+        ax.tick_params(axis="x", labelsize=6, rotation=60)
     fig.tight_layout()
     fig.savefig(path, dpi=130)
     plt.close(fig)
@@ -483,14 +544,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--target", help="target model (Hugging Face id or local path); default: the bundled pair")
     parser.add_argument("--draft", help="draft model (Hugging Face id or local path); default: the bundled pair")
     parser.add_argument("--gammas", type=int, nargs="+", help="gammas to sweep (default 1..10)")
-    parser.add_argument("--repeat", type=int, help="timed repeats per method (default 2, quick 1)")
+    parser.add_argument("--repeat", type=int, help="timed repeats per method (default 3, quick 1)")
     parser.add_argument("--draws", type=int, help="exactness draws (default 20000, quick 4000)")
     parser.add_argument("--new-tokens", type=int, help="override the regimes' 64 / 128 new tokens")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's own choice)")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch CPU threads (default 1: steadier, and enough for tiny models)"
+    )
     args = parser.parse_args(argv)
     args.gammas = args.gammas or ([1, 3, 5] if args.quick else list(range(1, 11)))
-    args.repeat = args.repeat or (1 if args.quick else 2)
+    args.repeat = args.repeat or (1 if args.quick else 3)
     args.draws = args.draws or (4000 if args.quick else 20_000)
     if any(g < 1 for g in args.gammas) or args.repeat < 1 or args.draws < 1 or (args.threads or 1) < 1:
         parser.error("gammas, --repeat, --draws and --threads must be integers >= 1")
@@ -509,20 +572,26 @@ def main(argv: list[str] | None = None) -> None:
         write_result("speculative_exactness", values)
         plot_exactness(values, figures / "exactness.png")
     if {"gamma", "tree"} & set(args.parts):
-        target, draft, tokenizer = load_pair(args.target, args.draft, device=args.device)
-        for model in (target, draft):
+        pairs = {
+            backend: load_pair(args.target, args.draft, backend=backend)[:2] for backend in ("inferlab", "transformers")
+        }
+        tokenizer = load_tokenizer(args.target)
+        for model in pairs["transformers"]:
             model.generation_config.eos_token_id = None  # fixed-length runs, as in our decoders
             model.generation_config.pad_token_id = 0
     if "gamma" in args.parts:
         regimes = {
-            name: sweep_regime(target, draft, tokenizer, name, args.gammas, args.repeat, args.new_tokens)
-            for name in REGIMES
+            name: sweep_regime(pairs, tokenizer, name, args.gammas, args.repeat, args.new_tokens) for name in REGIMES
         }
         for name, record in regimes.items():
             print(
-                f"{name}: alpha={record['alpha']:.3f} c={record['c']:.3f} best gamma {record['best_gamma_measured']} "
-                f"speed-up {record['best_speedup_measured']:.2f}x (predicted {record['predicted_at_best_gamma']:.2f}x), "
-                f"ours/transformers {record['ours_over_hf_assisted_at_best_gamma']:.2f}, identical={record['outputs_identical_to_greedy']}"
+                f"{name}: alpha={record['alpha']:.3f} (counted in runs {record['alpha_counted_in_runs']}) "
+                f"c={record['c']:.3f}; best gamma {record['best_gamma_measured']} "
+                f"speed-up {record['best_speedup_measured']:.2f}x (measured/predicted "
+                f"{record['measured_over_predicted_min']:.2f}..{record['measured_over_predicted_max']:.2f}), "
+                f"transformers pair {record['best_speedup_transformers_pair']:.2f}x, "
+                f"ours/transformers assisted {record['ours_over_hf_assisted_at_best_gamma']:.2f}, "
+                f"identical={record['outputs_identical_to_greedy']}, max spread {record['max_spread']:.2f}"
             )
             plot_regime(record, figures / f"gamma_sweep_{name}.png")
         summary_keys = (
@@ -531,9 +600,9 @@ def main(argv: list[str] | None = None) -> None:
             "c",
             "best_gamma_measured",
             "best_speedup_measured",
-            "predicted_at_best_gamma",
-            "measured_over_predicted",
+            "predicted_with_verify_cost_at_best_gamma",
             "measured_over_predicted_with_verify_cost",
+            "best_speedup_transformers_pair",
             "ours_over_hf_assisted_at_best_gamma",
             "best_speedup_prompt_lookup",
         )
@@ -546,9 +615,10 @@ def main(argv: list[str] | None = None) -> None:
         }
         write_result("speculative_gamma_sweep", regimes)
     if "tree" in args.parts:
-        values = tree_experiment(target, draft, tokenizer, args.repeat, args.new_tokens)
+        values = tree_experiment(pairs, tokenizer, args.repeat, args.new_tokens)
         print(
-            f"tree: {values['best_tree_tokens_per_call']:.2f} vs chain {values['chain_tokens_per_call']:.2f} tokens per target call"
+            f"tree: best tree {values['best_tree']} {values['best_tree_speedup']:.2f}x, best chain "
+            f"{values['best_chain']} {values['best_chain_speedup']:.2f}x; same budget: {values['same_budget']}"
         )
         write_result("speculative_tree", values)
         plot_tree(values, figures / "tree.png")

@@ -14,11 +14,12 @@ from typing import Any
 
 import torch
 
+from inferlab.speculative.runner import IncrementalModel
 from inferlab.speculative.sampler import (
-    IncrementalModel,
     SpeculativeResult,
     check_decode_args,
     check_gamma,
+    check_models_fit,
     verify_greedy,
 )
 
@@ -46,7 +47,8 @@ def prompt_lookup_decode(
     check_decode_args(input_ids, max_new_tokens)
     check_gamma(max_ngram, "max_ngram")
     check_gamma(num_draft, "num_draft")
-    model = IncrementalModel(target)
+    check_models_fit(target, None, input_ids, max_new_tokens)
+    model = IncrementalModel(target, "target")
     ids = input_ids.cpu()
     result = SpeculativeResult(ids, prompt_length=ids.shape[1])
     while ids.shape[1] - result.prompt_length < max_new_tokens:

@@ -19,7 +19,6 @@ while its own argmax agrees, and the output equals plain greedy decoding of the 
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +26,7 @@ import torch
 
 from inferlab.decoding import filter_logits
 from inferlab.models import as_logits_fn, vocab_size_of
+from inferlab.speculative.runner import IncrementalModel, check_logits
 
 
 # --8<-- [start:result]
@@ -82,7 +82,8 @@ def model_vocab_size(model: Any, input_ids: torch.Tensor) -> int:
         return vocab_size_of(model)
     if hasattr(model, "vocab_size"):
         return int(model.vocab_size)
-    return int(as_logits_fn(model)(input_ids[:, :1]).shape[-1])  # a plain callable: ask it once
+    # A plain callable: ask it once, about token 0 (a prompt token might be the invalid one).
+    return int(as_logits_fn(model)(torch.zeros((1, 1), dtype=torch.long)).shape[-1])
 
 
 def check_decode_args(input_ids: Any, max_new_tokens: Any) -> None:
@@ -133,13 +134,61 @@ def check_same_vocabulary(target: Any, draft: Any, input_ids: torch.Tensor) -> N
         )
 
 
+def check_token_ids(input_ids: torch.Tensor, vocab_size: int) -> None:
+    """Raise ValueError unless every prompt id lies in 0..vocab_size-1 (an embedding row exists for it)."""
+    low, high = int(input_ids.min()), int(input_ids.max())
+    if low < 0 or high >= vocab_size:
+        bad = low if low < 0 else high
+        raise ValueError(f"input_ids must be token ids in 0..{vocab_size - 1} (the model's vocabulary), got {bad}")
+
+
+def check_positions(models: dict[str, Any], input_ids: torch.Tensor, max_new_tokens: int, extra: int = 0) -> None:
+    """Raise ValueError when prompt + max_new_tokens (+ extra cache slots) exceed a model's positions."""
+    needed = input_ids.shape[1] + max_new_tokens + extra
+    for who, model in models.items():
+        limit = IncrementalModel(model).max_positions
+        if limit is not None and needed > limit:
+            slots = f" + {extra} tree slots" if extra else ""
+            raise ValueError(
+                f"prompt length {input_ids.shape[1]} + max_new_tokens {max_new_tokens}{slots} = {needed} exceeds the "
+                f"{who}'s {limit} positions; shorten the prompt or lower max_new_tokens to at most "
+                f"{limit - input_ids.shape[1] - extra}"
+            )
+
+
+def check_models_fit(
+    target: Any, draft: Any | None, input_ids: torch.Tensor, max_new_tokens: int, extra: int = 0
+) -> None:
+    """Raise ValueError unless the models share a vocabulary that holds the prompt, and have the positions."""
+    if draft is not None:
+        check_same_vocabulary(target, draft, input_ids)
+    check_token_ids(input_ids, model_vocab_size(target, input_ids))
+    models = {"target": target} if draft is None else {"target": target, "draft": draft}
+    check_positions(models, input_ids, max_new_tokens, extra)
+
+
 # ----------------------------------------------------------------------------------------------
 # The pieces both versions share.
+
+
+def check_probabilities(probs: Any, name: str) -> None:
+    """Raise ValueError unless ``probs`` is a 1-D tensor of finite, non-negative weights with a positive sum."""
+    if not isinstance(probs, torch.Tensor) or probs.dim() != 1 or probs.numel() == 0:
+        raise ValueError(
+            f"{name} must be a non-empty 1-D tensor of probabilities, got {getattr(probs, 'shape', probs)!r}"
+        )
+    if not torch.isfinite(probs).all():
+        raise ValueError(f"{name} must be finite, got NaN or inf (did the model or the temperature overflow?)")
+    if (probs < 0).any() or not probs.sum() > 0:
+        raise ValueError(
+            f"{name} must be non-negative with a positive sum, got min {float(probs.min())}, sum {float(probs.sum())}"
+        )
 
 
 # --8<-- [start:sample_token]
 def sample_token(probs: torch.Tensor, generator: torch.Generator | None = None) -> int:
     """Return one index drawn from ``probs`` (any non-negative weights) with a single uniform draw."""
+    check_probabilities(probs, "probs")
     # Inverse CDF with exactly one random number per token keeps two implementations in lockstep.
     cdf = probs.detach().double().cpu().cumsum(-1)
     u = torch.rand((), generator=generator, dtype=torch.float64)
@@ -153,10 +202,30 @@ def sample_token(probs: torch.Tensor, generator: torch.Generator | None = None) 
 # --8<-- [start:next_token_probs]
 def next_token_probs(logits: torch.Tensor, temperature: float, top_k: int | None, top_p: float | None) -> torch.Tensor:
     """Return the distribution a sampler draws from: softmax of logits after temperature, top-k, top-p."""
-    return filter_logits(logits.float(), temperature, top_k, top_p).softmax(dim=-1)
+    # Softmax ignores a shift, so subtract the max first: then (logits - max) / temperature is <= 0 and
+    # never overflows, even at temperature 1e-39, where the distribution correctly becomes the argmax.
+    shifted = logits.float() - logits.float().max(dim=-1, keepdim=True).values
+    if torch.isnan(shifted).any():
+        raise ValueError("logits must not be NaN or all -inf: no distribution has them")
+    return filter_logits(shifted, temperature, top_k, top_p).softmax(dim=-1)
 
 
 # --8<-- [end:next_token_probs]
+
+
+def check_verify_args(p_rows: Any, q_rows: Any, drafts: Any) -> None:
+    """Raise ValueError unless there is one q row per draft, one p row more, and every draft is a valid id."""
+    if not isinstance(drafts, (list, tuple)):
+        raise TypeError(f"drafts must be a list of token ids, got {type(drafts).__name__}")
+    for name, rows, count in (("p_rows", p_rows, len(drafts) + 1), ("q_rows", q_rows, len(drafts))):
+        if len(rows) < count:  # a 2-D tensor or a list of 1-D rows
+            raise ValueError(f"{name} must hold at least {count} rows for {len(drafts)} drafts, got {len(rows)}")
+        for i in range(count):
+            check_probabilities(rows[i], f"{name}[{i}]")
+    vocab = p_rows.shape[-1]
+    for token in drafts:
+        if isinstance(token, bool) or not isinstance(token, int) or not 0 <= token < vocab:
+            raise ValueError(f"drafts must be token ids in 0..{vocab - 1}, got {token!r}")
 
 
 # --8<-- [start:verify]
@@ -168,6 +237,7 @@ def verify_drafts(
     ``p_rows[i]`` and ``q_rows[i]`` are the target's and the draft's distributions for the i-th drafted
     token; ``p_rows`` has one extra row, for the token after the last draft.
     """
+    check_verify_args(p_rows, q_rows, drafts)
     uniforms = torch.rand(len(drafts), generator=generator, dtype=torch.float64)
     kept, acceptance_probs = [], []
     for i, token in enumerate(drafts):
@@ -227,14 +297,14 @@ def speculative_sample_reference(
         n_draft = min(gamma, max_new_tokens - (len(tokens) - result.prompt_length) - 1)
         drafts, q_rows = [], []
         for _ in range(n_draft):  # 1. the draft proposes, one token at a time
-            logits = draft_fn(torch.tensor([tokens + drafts]))[0, -1]
+            logits = check_logits(draft_fn(torch.tensor([tokens + drafts]))[0, -1], "draft")
             if temperature == 0:
                 drafts.append(int(logits.argmax()))
             else:
                 q_rows.append(next_token_probs(logits, temperature, top_k, top_p))
                 drafts.append(sample_token(q_rows[-1], generator))
         # 2. the target scores every draft, and the position after them, in one call
-        target_logits = target_fn(torch.tensor([tokens + drafts]))[0, -(n_draft + 1) :]
+        target_logits = check_logits(target_fn(torch.tensor([tokens + drafts]))[0, -(n_draft + 1) :], "target")
         if temperature == 0:  # 3. accept or reject
             kept, n_accepted = verify_greedy(target_logits, drafts)
             result.acceptance_probs += [1.0] * n_accepted + [0.0] * (n_accepted < n_draft)
@@ -271,69 +341,11 @@ def validate(
     check_decode_args(input_ids, max_new_tokens)
     check_gamma(gamma)
     check_sampling_args(temperature, top_k, top_p, generator)
-    check_same_vocabulary(target, draft, input_ids)
+    check_models_fit(target, draft, input_ids, max_new_tokens)
 
 
 # ----------------------------------------------------------------------------------------------
 # The fast version: each model keeps a KV cache and is only fed the tokens it has not seen.
-
-
-def _is_hf_model(model: Any) -> bool:
-    return hasattr(model, "get_output_embeddings") and hasattr(model, "config")
-
-
-class IncrementalModel:
-    """A model that remembers the tokens it has already read (in a KV cache) and reads only new ones.
-
-    A plain logits function has no cache; it re-reads the whole sequence but returns the same rows,
-    so the decoders below work unchanged on the small table models of the tests and guides.
-    """
-
-    def __init__(self, model: Any):
-        self.model = model
-        self.hf = _is_hf_model(model)
-        self.logits_fn = None if self.hf else as_logits_fn(model)
-        self.cache = None
-        self.seen = 0  # tokens whose keys and values are in the cache
-        self.calls = 0
-        # transformers 5.x renamed the forward argument ``past_key_values`` to ``cache``.
-        self.cache_arg = (
-            "cache" if self.hf and "cache" in inspect.signature(model.forward).parameters else "past_key_values"
-        )
-
-    def hf_forward(self, new_ids: torch.Tensor, **kwargs: Any) -> torch.Tensor:
-        """Run the Hugging Face model on new tokens with the cache; return float logits (new, vocab)."""
-        from transformers import DynamicCache
-
-        if self.cache is None:
-            self.cache = DynamicCache(config=self.model.config)
-        # inference_mode, not no_grad: it skips autograd's bookkeeping entirely, which halves the
-        # bundled draft's step time on a CPU (its tensors are tiny; the bookkeeping is not).
-        with torch.inference_mode():
-            out = self.model(
-                input_ids=new_ids.to(self.model.device), use_cache=True, **{self.cache_arg: self.cache}, **kwargs
-            )
-        return out.logits[0].float()
-
-    def new_logits(self, ids: torch.Tensor) -> torch.Tensor:
-        """Return the logits rows, shape (new, vocab), for the tokens of ``ids`` not seen before."""
-        if ids.shape[1] <= self.seen:
-            raise RuntimeError("every call must bring at least one token the model has not seen")
-        self.calls += 1
-        if self.hf:
-            logits = self.hf_forward(ids[:, self.seen :])
-        else:
-            logits = self.logits_fn(ids)[0, self.seen :].float()
-        self.seen = ids.shape[1]
-        return logits
-
-    def rollback(self, length: int) -> None:
-        """Forget every token after the first ``length`` (the drafts the target rejected)."""
-        if self.seen > length:
-            if self.cache is not None:
-                with torch.inference_mode():  # the cache's tensors were made in inference mode
-                    self.cache.crop(length - self.seen)  # a negative count: remove that many positions
-            self.seen = length
 
 
 # --8<-- [start:fast]
@@ -350,7 +362,7 @@ def speculative_sample(
 ) -> SpeculativeResult:
     """Return a speculative sample whose tokens follow the target's distribution exactly (KV-cached)."""
     validate(target, draft, input_ids, max_new_tokens, gamma, temperature, top_k, top_p, generator)
-    target_model, draft_model = IncrementalModel(target), IncrementalModel(draft)
+    target_model, draft_model = IncrementalModel(target, "target"), IncrementalModel(draft, "draft")
     ids = input_ids.cpu()
     result = SpeculativeResult(ids, prompt_length=ids.shape[1])
     while ids.shape[1] - result.prompt_length < max_new_tokens:

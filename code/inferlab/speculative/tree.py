@@ -17,12 +17,8 @@ from typing import Any
 
 import torch
 
-from inferlab.speculative.sampler import (
-    IncrementalModel,
-    SpeculativeResult,
-    check_decode_args,
-    check_same_vocabulary,
-)
+from inferlab.speculative.runner import IncrementalModel, check_logits
+from inferlab.speculative.sampler import SpeculativeResult, check_decode_args, check_models_fit
 
 
 @dataclass
@@ -62,8 +58,8 @@ def tree_attention_mask(prefix_length: int, nodes: list[TreeNode]) -> torch.Tens
 class TreeModel(IncrementalModel):
     """An incremental model that can also read tree nodes, each seeing only its own branch."""
 
-    def __init__(self, model: Any):
-        super().__init__(model)
+    def __init__(self, model: Any, who: str = "model"):
+        super().__init__(model, who)
         self.nodes_cached = 0  # tree nodes whose keys and values sit in the cache after the prefix
 
     def tree_logits(self, ids: torch.Tensor, nodes: list[TreeNode], feed: list[int]) -> torch.Tensor:
@@ -74,11 +70,11 @@ class TreeModel(IncrementalModel):
         """
         self.calls += 1
         chain = ids[:, self.seen :]
-        if not self.hf:  # a plain logits function: read each branch as its own sequence
+        if self.kind == "fn":  # a plain logits function: read each branch as its own sequence
             rows = [self.logits_fn(ids)[0, self.seen :]] if chain.shape[1] else []
             rows += [self.logits_fn(torch.cat([ids, torch.tensor([path_to(nodes, i)])], 1))[0, -1:] for i in feed]
             self.seen = ids.shape[1]
-            return torch.cat(rows).float()
+            return check_logits(torch.cat(rows).float(), self.who)
         # The cache holds the prefix, then the nodes fed by earlier calls (nodes_cached of them).
         prefix_length, first_node = ids.shape[1], self.nodes_cached
         if feed != list(range(first_node, first_node + len(feed))) or (chain.shape[1] and first_node):
@@ -89,24 +85,14 @@ class TreeModel(IncrementalModel):
         allowed = torch.cat([allowed_chain, allowed_nodes])
         positions = list(range(self.seen, prefix_length)) + [prefix_length - 1 + nodes[i].depth for i in feed]
         new_ids = torch.cat([chain, torch.tensor([[nodes[i].token for i in feed]], dtype=torch.long)], 1)
-        dtype = self.model.dtype
-        mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
-        logits = self.hf_forward(
-            new_ids,
-            position_ids=torch.tensor([positions], device=self.model.device),
-            attention_mask=mask[None, None].to(self.model.device),
-        )
+        logits = self.forward_new(new_ids, torch.tensor(positions), allowed)
         self.seen = prefix_length  # nodes are cached after the prefix; rollback(prefix) drops them
         self.nodes_cached = first_node + len(feed)
         return logits
 
     def rollback(self, length: int) -> None:
         """Forget the tree nodes and every token after the first ``length``."""
-        if self.cache is not None:
-            extra = self.cache.get_seq_length() - min(length, self.seen)
-            if extra > 0:
-                self.cache.crop(-extra)
-        self.seen = min(self.seen, length)
+        super().rollback(min(length, self.seen))
         self.nodes_cached = 0
 
 
@@ -120,6 +106,15 @@ def check_branching(branching: Any) -> None:
         raise ValueError(
             f"branching must be a non-empty sequence of integers >= 1 (children per node at each depth), got {branching!r}"
         )
+
+
+def tree_level_sizes(branching: Sequence[int]) -> list[int]:
+    """Return how many nodes each depth of a full tree with this branching holds (2, 2, 1 -> 2, 4, 4)."""
+    sizes, width = [], 1
+    for children in branching:
+        width *= children
+        sizes.append(width)
+    return sizes
 
 
 # --8<-- [start:build_tree]
@@ -164,8 +159,9 @@ def tree_speculative_decode(
     """Return the target's greedy continuation, drafted as a token tree and verified one tree per target call."""
     check_decode_args(input_ids, max_new_tokens)
     check_branching(branching)
-    check_same_vocabulary(target, draft, input_ids)
-    target_model, draft_model = TreeModel(target), TreeModel(draft)
+    # The cache holds the prefix and then a whole tree: room for max_new_tokens plus one tree.
+    check_models_fit(target, draft, input_ids, max_new_tokens, extra=sum(tree_level_sizes(branching)))
+    target_model, draft_model = TreeModel(target, "target"), TreeModel(draft, "draft")
     ids = input_ids.cpu()
     result = SpeculativeResult(ids, prompt_length=ids.shape[1])
     while ids.shape[1] - result.prompt_length < max_new_tokens:
