@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from inferlab.models import BUNDLED_DIR, MAX_POSITIONS
+from inferlab.models import BUNDLED_DIR, draft_config
 
 TOP_K_LABELS = 64  # soft labels keep the target's 64 most probable tokens at each position
 
@@ -47,35 +47,11 @@ class DistillSettings:
     prompt_lengths: tuple[int, ...] = (8, 16, 32, 64, 128, 256)
     new_tokens: int = 96
     generate_batch: int = 64
-    draft_layers: int = 2
-    draft_width: int = 128
-    draft_heads: int = 4
-    draft_ffn: int = 256
     steps: int = 2500
     batch_size: int = 32
     lr: float = 3e-3
     warmup_steps: int = 100
     checkpoint_every: int = 100
-
-
-def distilled_draft_config(settings: DistillSettings, vocab_size: int):
-    """Return the LlamaConfig of the distilled draft (shape chosen by measuring c, see the model card)."""
-    from transformers import LlamaConfig
-
-    return LlamaConfig(
-        vocab_size=vocab_size,
-        hidden_size=settings.draft_width,
-        intermediate_size=settings.draft_ffn,
-        num_hidden_layers=settings.draft_layers,
-        num_attention_heads=settings.draft_heads,
-        num_key_value_heads=settings.draft_heads,
-        max_position_embeddings=MAX_POSITIONS,
-        rope_theta=10000.0,
-        tie_word_embeddings=True,
-        bos_token_id=0,
-        eos_token_id=0,
-        pad_token_id=0,
-    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -250,20 +226,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=BUNDLED_DIR / "draft", help="where the draft is saved")
     parser.add_argument("--sequences", type=int, default=DistillSettings.sequences)
     parser.add_argument("--steps", type=int, default=DistillSettings.steps)
-    parser.add_argument("--layers", type=int, default=DistillSettings.draft_layers)
-    parser.add_argument("--width", type=int, default=DistillSettings.draft_width)
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: all cores)")
     args = parser.parse_args(argv)
-    for name in ("sequences", "steps", "layers", "width"):
+    for name in ("sequences", "steps"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be >= 1, got {getattr(args, name)}")
-    if args.width % DistillSettings.draft_heads:
-        parser.error(f"--width must be a multiple of {DistillSettings.draft_heads} (the draft's heads)")
     if args.threads is not None:
         torch.set_num_threads(args.threads)
-    settings = DistillSettings(
-        sequences=args.sequences, steps=args.steps, draft_layers=args.layers, draft_width=args.width
-    )
+    settings = DistillSettings(sequences=args.sequences, steps=args.steps)
     args.work.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(settings.seed)
 
@@ -276,7 +246,7 @@ def main(argv: list[str] | None = None) -> None:
     started = time.perf_counter()
     dataset = build_dataset(target, training_tokens(tokenizer, args.work / "train_tokens.pt"), settings, args.work)
     generate_s = time.perf_counter() - started
-    draft = LlamaForCausalLM(distilled_draft_config(settings, len(tokenizer)))
+    draft = LlamaForCausalLM(draft_config(len(tokenizer)))  # a fresh draft, the shape of models.draft_config
     log = train_draft(draft, dataset, settings, args.work)
 
     args.out.mkdir(parents=True, exist_ok=True)

@@ -49,22 +49,32 @@ def perplexity(model, batch: torch.Tensor) -> float:
     return math.exp(nll.item())
 
 
-@torch.no_grad()
-def greedy_acceptance_rate(target, draft, prompts: torch.Tensor, new_tokens: int) -> float:
-    """Return how often the draft's argmax equals the target's along the target's greedy path.
+def alpha_per_prompt(target, draft, tokenizer, new_tokens: int = 64) -> list[dict]:
+    """Return greedy alpha on every unseen prompt and on the two benchmark prompts, one row each."""
+    from inferlab.speculative.alpha import UNSEEN_PROMPTS, greedy_agreement
+    from inferlab.speculative.bench import LONG_PROMPT, SHORT_PROMPT
 
-    Under greedy verification every accepted token is the target's argmax, so the text being
-    verified is always the target's greedy continuation, and this per-token agreement is the
-    probability that one drafted token is accepted: the alpha of the speed-up formulas.
-    """
+    prompts = {name: kind_and_text for name, kind_and_text in UNSEEN_PROMPTS.items()}
+    prompts |= {
+        "benchmark: short regime": ("benchmark", SHORT_PROMPT),
+        "benchmark: long regime": ("benchmark", LONG_PROMPT),
+    }
+    rows = []
+    for name, (kind, text) in tqdm(prompts.items(), desc="alpha per prompt", unit="prompt", leave=False):
+        ids = tokenizer(text, return_tensors="pt").input_ids
+        agree, total = greedy_agreement(target, draft, ids, new_tokens)
+        rows.append({"prompt": name, "kind": kind, "prompt_tokens": ids.shape[1], "alpha": round(agree / total, 3)})
+    return rows
+
+
+def heldout_alpha(target, draft, prompts: torch.Tensor, new_tokens: int) -> float:
+    """Return greedy alpha pooled over held-out corpus windows (text of the training corpus's kind)."""
+    from inferlab.speculative.alpha import greedy_agreement
+
     agree = total = 0
-    for prompt in tqdm(prompts, desc="acceptance rate", unit="prompt", leave=False):
-        path = target.generate(prompt[None], max_new_tokens=new_tokens, do_sample=False, min_new_tokens=new_tokens)
-        positions = slice(prompt.numel() - 1, path.shape[1] - 1)
-        target_choice = target(path).logits[0, positions].argmax(-1)
-        draft_choice = draft(path).logits[0, positions].argmax(-1)
-        agree += (target_choice == draft_choice).sum().item()
-        total += target_choice.numel()
+    for prompt in tqdm(prompts, desc="held-out alpha", unit="prompt", leave=False):
+        a, t = greedy_agreement(target, draft, prompt[None], new_tokens)
+        agree, total = agree + a, total + t
     return agree / total
 
 
@@ -200,6 +210,56 @@ def plot_training_curve(log_path: Path, out: Path) -> None:
     plt.close(fig)
 
 
+def distillation_summary() -> dict:
+    """Return the draft's distillation schedule and wall time from its log (empty if it has none)."""
+    path = BUNDLED_DIR / "distill_log.jsonl"
+    if not path.exists():
+        return {}
+    lines = path.read_text().splitlines()
+    header, last = json.loads(lines[0]), json.loads(lines[-1])
+    settings = header["settings"]
+    return {
+        "distill_sequences": settings["sequences"],
+        "distill_new_tokens": settings["new_tokens"],
+        "distill_steps": settings["steps"],
+        "distill_batch_size": settings["batch_size"],
+        "distill_generation_s": header["dataset_generation_s"],
+        "distill_training_s": last["elapsed_s"],
+    }
+
+
+def plot_distillation_curve(log_path: Path, out: Path) -> None:
+    """Draw the distilled draft's loss and its argmax agreement with the target over training steps."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if not log_path.exists():
+        return
+    records = [json.loads(line) for line in log_path.read_text().splitlines()[1:]]
+    steps = [r["step"] for r in records]
+    window = 50
+
+    def smooth(key: str) -> list[float]:  # a running mean: single batches are noisy
+        return [statistics.mean(r[key] for r in records[max(0, i - window + 1) : i + 1]) for i in range(len(records))]
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.4))
+    left.plot(steps, smooth("loss"), color="tab:blue")
+    left.set_xlabel("step")
+    left.set_ylabel("soft-label cross-entropy (nats)")
+    right.plot(steps, smooth("agreement"), color="tab:green")
+    right.set_xlabel("step")
+    right.set_ylabel("draft argmax = target argmax")
+    right.set_ylim(0, 1)
+    for ax in (left, right):
+        ax.set_title(f"{window}-step mean, on the target's own continuations", fontsize=9)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--windows", type=int, default=48, help="held-out windows of 256 tokens for perplexity")
@@ -211,10 +271,13 @@ def main(argv: list[str] | None = None) -> None:
     transformers_start = fresh_process_seconds(TRANSFORMERS_START)
     quick_start = fresh_process_seconds(QUICK_START)
     target, draft, tokenizer = load_pair()
+    fast_target, fast_draft, _ = load_pair(backend="inferlab")  # same weights, faster to measure alpha with
     tokens = heldout_tokens(tokenizer)
     batch = windows(tokens, 257, args.windows)
     prompts = windows(tokens, 64, args.prompts)
     steps = decode_step_seconds(target, draft)
+    per_prompt = alpha_per_prompt(fast_target, fast_draft, tokenizer)
+    unseen = [row["alpha"] for row in per_prompt if row["kind"] != "benchmark"]
     values = {
         "target_parameters": sum(p.numel() for p in target.parameters()),
         "draft_parameters": sum(p.numel() for p in draft.parameters()),
@@ -222,7 +285,11 @@ def main(argv: list[str] | None = None) -> None:
         "heldout_tokens": len(tokens),
         "target_perplexity": perplexity(target, batch),
         "draft_perplexity": perplexity(draft, batch),
-        "greedy_alpha": greedy_acceptance_rate(target, draft, prompts, new_tokens=64),
+        "greedy_alpha_heldout": heldout_alpha(fast_target, fast_draft, prompts, new_tokens=64),
+        "greedy_alpha_unseen_mean": round(statistics.mean(unseen), 3),
+        "greedy_alpha_unseen_min": min(unseen),
+        "draft_shape": f"{fast_draft.num_layers} layer(s) x width {fast_draft.config.hidden_size}",
+        **distillation_summary(),
         "target_step_ms": steps["target"] * 1e3,
         "draft_step_ms": steps["draft"] * 1e3,
         "step_time_ratio_c": steps["draft"] / steps["target"],
@@ -235,9 +302,13 @@ def main(argv: list[str] | None = None) -> None:
     }
     for key, value in values.items():
         print(f"{key:>22}: {value:.4g}" if isinstance(value, float) else f"{key:>22}: {value}")
+    values["alpha_per_prompt"] = per_prompt
+    for row in per_prompt:
+        print(f"  alpha {row['alpha']:.3f}  {row['prompt']}")
     write_result("models_card", values)
-    root = repo_root() or Path.cwd()
-    plot_training_curve(BUNDLED_DIR / "training_log.jsonl", root / "docs" / "figures" / "models" / "training_curve.png")
+    figures = (repo_root() or Path.cwd()) / "docs" / "figures" / "models"
+    plot_training_curve(BUNDLED_DIR / "training_log.jsonl", figures / "training_curve.png")
+    plot_distillation_curve(BUNDLED_DIR / "distill_log.jsonl", figures / "distill_curve.png")
 
 
 if __name__ == "__main__":
