@@ -87,6 +87,20 @@ def test_top_p_boundary_tie_in_a_peaked_distribution():
     assert torch.equal(filter_logits(logits, top_p=0.75), hf_filter(logits, top_p=0.75))
 
 
+@pytest.mark.parametrize("min_p", [0.25, 0.5, 1.0])
+def test_min_p_keeps_tokens_exactly_at_the_threshold(min_p):
+    from transformers.generation.logits_process import MinPLogitsWarper
+
+    # Probabilities 1/2, 1/4, 1/8, 1/8 (exact in binary): min_p * 1/2 lands exactly on a token's
+    # probability, so "below the threshold" and "at or below" keep different sets.
+    logits = torch.tensor([[0.5, 0.25, 0.125, 0.125]]).log()
+    ours = filter_logits(logits, min_p=min_p)
+    reference = MinPLogitsWarper(min_p)(torch.zeros((1, 1), dtype=torch.long), logits)
+    assert torch.equal(ours, reference)
+    kept = {0.25: 4, 0.5: 2, 1.0: 1}[min_p]  # threshold 1/8, 1/4, 1/2: tokens at it stay
+    assert torch.isfinite(ours).sum().item() == kept
+
+
 @pytest.mark.parametrize("top_k", [1, 2, 3, 4, 5])
 def test_top_k_on_tied_logits_matches_transformers(top_k):
     # Rows with every value tied, and ties that straddle the k-th place.
