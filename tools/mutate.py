@@ -118,7 +118,7 @@ def score(killed: int, survived: int) -> float | None:
 # ----- the hand-written mutants ----------------------------------------------------------------
 
 
-def run_planted(modules: list[str]) -> dict[str, dict]:
+def run_planted(modules: list[str], done=None) -> dict[str, dict]:
     """Plant each hand-written mutant of these modules in turn; return per-module counts and survivors."""
     sys.path.insert(0, str(ROOT / "tools"))
     from planted_mutants import MUTANTS
@@ -166,6 +166,8 @@ def run_planted(modules: list[str]) -> dict[str, dict]:
             print(f"  {verdict:<9} {seconds:6.1f}s  {mutant.why}", flush=True)
         counts["score"] = score(counts["killed"], counts["survived"])
         summary[module] = counts
+        if done:  # recorded module by module, so an interrupted run keeps what it measured
+            done("planted", module, counts)
     return summary
 
 
@@ -213,7 +215,7 @@ def reviewed_equivalents() -> dict[str, str]:
     return {name.strip(): why.strip() for name, *rest in pairs for why in (rest or [""]) if name.strip()}
 
 
-def run_tool(modules: list[str], jobs: int) -> dict[str, dict]:
+def run_tool(modules: list[str], jobs: int, done=None) -> dict[str, dict]:
     """Run mutmut over each module with its own tests; return per-module counts and survivors."""
     equivalents = reviewed_equivalents()
     summary = {}
@@ -254,6 +256,8 @@ def run_tool(modules: list[str], jobs: int) -> dict[str, dict]:
         counts["minutes"] = round((time.perf_counter() - start) / 60, 1)
         summary[module] = counts
         print(f"  {module}: {counts['killed']} killed, {counts['survived']} survived, {counts['no_tests']} untested")
+        if done:
+            done("tool", module, counts)
     return summary
 
 
@@ -276,8 +280,8 @@ def print_table(title: str, summary: dict[str, dict]) -> None:
             print(f"  survived in {module}: {survivor}")
 
 
-def record(results: dict[str, dict[str, dict]], command: str) -> None:
-    """Merge these scores into docs/results/mutation_score.json (modules not run keep their entry)."""
+def record(kind: str, module: str, counts: dict, command: str) -> None:
+    """Merge one module's scores into docs/results/mutation_score.json (other modules keep their entry)."""
     sys.path.insert(0, str(ROOT / "code"))
     from inferlab.bench import read_result, write_result
 
@@ -285,11 +289,8 @@ def record(results: dict[str, dict[str, dict]], command: str) -> None:
         values = read_result("mutation_score")["values"]
     except FileNotFoundError:
         values = {}
-    today = time.strftime("%Y-%m-%d")
-    for kind, summary in results.items():
-        for module, counts in summary.items():
-            values.setdefault(kind, {})[module] = {**counts, "date": today}
-    for kind in values:
+    values.setdefault(kind, {})[module] = {**counts, "date": time.strftime("%Y-%m-%d")}
+    for kind in list(values):
         if kind in ("tool", "planted"):
             killed = sum(c["killed"] for c in values[kind].values())
             lost = sum(c["survived"] + c.get("no_tests", 0) for c in values[kind].values())
@@ -304,15 +305,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--jobs", type=int, default=2, help="mutmut workers (default 2)")
     parser.add_argument("--record", action="store_true", help="merge the scores into the result file")
     args = parser.parse_args(argv)
-    results = {}
+    command = "python tools/mutate.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    done = (lambda kind, module, counts: record(kind, module, counts, command)) if args.record else None
     if args.kind in ("all", "planted"):
-        results["planted"] = run_planted(args.modules)
-        print_table("Hand-written mutants (tools/planted_mutants.py)", results["planted"])
+        print_table("Hand-written mutants (tools/planted_mutants.py)", run_planted(args.modules, done))
     if args.kind in ("all", "tool"):
-        results["tool"] = run_tool(args.modules, args.jobs)
-        print_table("mutmut", results["tool"])
-    if args.record:
-        record(results, "python tools/mutate.py " + " ".join(argv if argv is not None else sys.argv[1:]))
+        print_table("mutmut", run_tool(args.modules, args.jobs, done))
 
 
 if __name__ == "__main__":
