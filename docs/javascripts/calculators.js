@@ -328,7 +328,7 @@
       runtimeModel: "Runtime model",
       roofline: "max(compute, memory): roofline",
       additive: "compute + memory: additive",
-      ideal: "Ideal (all once)",
+      ideal: "Ideal",
       seqLen: "Sequence length N",
       dim: "Head dimension d",
       gpu: "GPU",
@@ -349,6 +349,7 @@
       intensity: "Arithmetic intensity (FLOPs/byte)",
       ridge: "Ridge point (FLOPs/byte)",
       notApplicable: "—",
+      quantity: "Quantity",
     },
     "zh-TW": {
       kvTitle: "KV 快取大小計算器",
@@ -378,13 +379,13 @@
       runtimeModel: "執行時間模型",
       roofline: "max(計算, 記憶體)：屋頂線",
       additive: "計算 + 記憶體：相加",
-      ideal: "理想（各一次）",
+      ideal: "理想",
       seqLen: "序列長度 N",
       dim: "頭維度 d",
       gpu: "GPU",
       precision: "精度",
       causal: "因果遮罩",
-      standard: "標準注意力",
+      standard: "標準",
       flash: "分塊",
       tiles: "區塊大小 B_q × B_k（由 SRAM 推得）",
       traffic: "HBM 流量（元素）",
@@ -399,6 +400,7 @@
       intensity: "算術強度（FLOPs／位元組）",
       ridge: "脊點（FLOPs／位元組）",
       notApplicable: "—",
+      quantity: "項目",
     },
   };
 
@@ -689,7 +691,8 @@
         "thead",
         {},
         element("tr", {}, [
-          element("th", {}, ""),
+          // Screen readers announce a column's header with each cell: the first one is named too.
+          element("th", { scope: "col" }, element("span", { class: "a11y-visually-hidden" }, t.quantity)),
           element("th", {}, t.standard),
           element("th", {}, t.flash),
           element("th", {}, t.ideal),
@@ -701,7 +704,6 @@
       ["tiles", t.tiles],
       ["elements", t.traffic],
       ["bytes", t.trafficBytes],
-      ["flops", t.flops],
       ["compute", t.computeTime],
       ["memory", t.memoryTime],
       ["runtime", t.runtime],
@@ -733,7 +735,11 @@
           select("runtime_model", [["roofline", t.roofline], ["additive", t.additive]], "roofline")
         ),
       ],
-      [element("div", { class: "calc__table-wrap" }, table), outputRow("ridge", t.ridge)]
+      [
+        outputRow("flops", t.flops), // the same arithmetic for every method: one line, not a column each
+        element("div", { class: "calc__table-wrap" }, table),
+        outputRow("ridge", t.ridge),
+      ]
     );
 
     function showMethod(method, traffic, flops, elementBytes, gpu, precision, runtimeModel, tiles) {
@@ -742,7 +748,7 @@
       show(root, `${method}_tiles`, tiles ? `${tiles[0]} × ${tiles[1]}` : t.notApplicable);
       show(root, `${method}_elements`, formatCompact(traffic.total), traffic.total);
       show(root, `${method}_bytes`, formatDecimal(bytes), bytes);
-      show(root, `${method}_flops`, formatCompact(flops, "FLOP"), flops);
+      show(root, "flops", formatCompact(flops, "FLOP"), flops);
       show(root, `${method}_compute`, formatSeconds(estimate.compute_s), estimate.compute_s);
       show(root, `${method}_memory`, formatSeconds(estimate.memory_s), estimate.memory_s);
       show(root, `${method}_runtime`, formatSeconds(estimate.runtime_s), estimate.runtime_s);
