@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -94,3 +95,21 @@ def test_absolute_path_check(tmp_path, text, found):
     path = tmp_path / "page.md"
     path.write_text(text, encoding="utf-8")
     assert bool(honesty.absolute_path_problems(path)) == found
+
+
+# ---- the NTU lab's own inputs stay the reader's ------------------------------------------------
+
+LAB_SIZES = {1024, 2048}  # NTU HW3's FlashAttention questions use these N with the T4's specs
+
+
+def test_flash_tables_and_presets_use_the_sites_own_sizes():
+    values = json.loads((SCANNED / "docs" / "results" / "flash_traffic.json").read_text(encoding="utf-8"))["values"]
+    shown = {row["N"] for key in ("traffic_rows", "runtime_rows", "runtime_rows_fp16") for row in values[key]}
+    assert shown and not shown & LAB_SIZES, sorted(shown)
+    assert values["example"]["N"] not in LAB_SIZES
+    snippet = (SCANNED / "snippets" / "flash" / "hbm_calculator.py").read_text(encoding="utf-8")
+    preset = re.search(r"^N, d = (\d+), \d+", snippet, re.MULTILINE)
+    assert preset and int(preset.group(1)) not in LAB_SIZES, "the copied calculator's preset N"
+    widget = (SCANNED / "docs" / "javascripts" / "calculators.js").read_text(encoding="utf-8")
+    default = re.search(r'numberInput\("N", (\d+)', widget)
+    assert default and int(default.group(1)) not in LAB_SIZES, "the calculator widget's default N"
