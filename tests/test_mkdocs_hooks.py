@@ -85,6 +85,79 @@ def test_build_errors_name_the_file_and_the_key(results, marker, words):
         assert word in str(error.value), f"{word!r} missing from {error.value}"
 
 
+BROKEN_FILES = {  # (file content, words the error must hold): the file and what is wrong in it
+    "truncated": ('{"name": "broken", "provenance": {', ["broken.json", "not valid UTF-8 JSON"]),
+    "not_utf8": (b'{"name": "\xff"}', ["broken.json", "UTF-8"]),
+    "no_values": ({k: v for k, v in RECORD.items() if k != "values"}, ["broken.json", "values"]),
+    "no_provenance": ({k: v for k, v in RECORD.items() if k != "provenance"}, ["broken.json", "provenance"]),
+    "no_date": (
+        {**RECORD, "provenance": {k: v for k, v in RECORD["provenance"].items() if k != "date"}},
+        ["broken.json", "date"],
+    ),
+    "nan": ({**RECORD, "values": {"ratio": float("nan")}}, ["broken.json", "ratio", "nan"]),
+    "inf_in_a_row": ({**RECORD, "values": {"rows": [{"t": float("inf")}]}}, ["broken.json", "rows", "inf"]),
+    "a_list": ([1, 2], ["broken.json", "object"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN_FILES))
+@pytest.mark.parametrize("marker", ["{{result broken ratio}}", "{{provenance broken}}"])
+def test_a_broken_result_file_fails_the_build_naming_the_file(results, case, marker):
+    """Issue 18: a malformed, truncated, non-UTF-8 or NaN-holding file is a PluginError naming it, never a
+    bare KeyError/IndexError, and never "nan" on a page (json.dumps writes NaN unless told not to)."""
+    content, words = BROKEN_FILES[case]
+    path = results / "broken.json"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif isinstance(content, str):
+        path.write_text(content)
+    else:
+        path.write_text(json.dumps(content))
+    with pytest.raises(PluginError) as error:
+        render(marker)
+    for word in words:
+        assert word in str(error.value), f"{word!r} missing from {error.value}"
+
+
+def test_a_bad_format_spec_names_the_page_and_the_marker(results):
+    with pytest.raises(PluginError) as error:
+        render("{{result demo ratio .2q}}")
+    assert "x/page.md" in str(error.value) and "demo.json" in str(error.value) and ".2q" in str(error.value)
+
+
+@pytest.fixture
+def code_dir(tmp_path, monkeypatch):
+    folder = tmp_path / "code"
+    folder.mkdir()
+    monkeypatch.setattr(mkdocs_hooks, "SNIPPET_BASES", [folder])
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("source", "words"),
+    [
+        ("# --8<-- [start:f]\ndef f(): ...\n# rest of the file\n", ["mod.py", "'f'", "end:f", "rest of the file"]),
+        ("def f(): ...\n# --8<-- [end:f]\n", ["mod.py", "no section 'f'"]),
+        ("# --8<-- [end:f]\n# --8<-- [start:f]\ndef f(): ...\n", ["mod.py", "end:f"]),
+        ("# --8<-- [start:f]\n# --8<-- [end:f]\n# --8<-- [start:f]\n# --8<-- [end:f]\n", ["mod.py", "more than once"]),
+    ],
+)
+def test_a_snippet_section_without_both_markers_fails_the_build(code_dir, source, words):
+    """Without its end marker pymdown would include the whole rest of the file: the hook refuses the page."""
+    (code_dir / "mod.py").write_text(source)
+    with pytest.raises(PluginError) as error:
+        render('```python\n--8<-- "mod.py:f"\n```\n', "x/page.zh-TW.md")
+    assert "x/page.zh-TW.md" in str(error.value)
+    for word in words:
+        assert word in str(error.value), f"{word!r} missing from {error.value}"
+
+
+def test_a_whole_file_or_a_well_marked_section_is_accepted(code_dir):
+    (code_dir / "mod.py").write_text("x = 1\n# --8<-- [start:f]\ndef f(): ...\n# --8<-- [end:f]\n")
+    page = '--8<-- "mod.py"\n--8<-- "mod.py:f"\n--8<-- "mod.py:2:3"\n'
+    assert render(page) == page
+
+
 def test_floats_default_to_four_significant_digits_and_integers_stay_whole(results):
     assert render("{{result demo ratio}} {{result demo count}} {{result demo rows.0.n}}") == "0.1235 1234567 1"
 

@@ -10,6 +10,7 @@ block last became free; a newly handed-out block must be the one free the longes
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -258,3 +259,48 @@ def test_bad_operation_arguments():
         bm.free("zzz")
     with pytest.raises(KeyError, match="not allocated"):
         bm.append("zzz", 1)
+
+
+# ----------------------------------------------------------------------------------------------
+# Issue 18: vLLM-sized collision guard, sizes refused before building anything.
+
+
+@pytest.mark.parametrize("hash_fn", [None, lambda parent, tokens, extra: 7], ids=["sha256", "all-collide"])
+def test_a_block_is_never_spliced_onto_another_prefix(hash_fn):
+    """B's second block has the same tokens as A's, but follows other tokens: its KV differs.
+
+    With every hash equal, a check of the block's own tokens and its parent's *hash* alone (what
+    vLLM stores) would serve A's block to B. The hit must continue the very block matched before it.
+    """
+    bm = BlockManager(8, 4, **({"hash_fn": hash_fn} if hash_fn else {}))
+    bm.allocate("a", [0, 0, 0, 0, 1, 1, 1, 1, 9])  # blocks: A0, A1, tail
+    bm.allocate("c", [2, 2, 2, 2, 5])  # block C0 = [2, 2, 2, 2], cached
+    table, cached = bm.allocate("b", [2, 2, 2, 2, 1, 1, 1, 1, 9])
+    assert cached == 4, "only C0 holds B's prefix; A1 holds [1, 1, 1, 1] after [0, 0, 0, 0]"
+    assert table[0] == bm.block_table("c")[0] and table[1] != bm.block_table("a")[1]
+
+
+def test_cached_blocks_keep_their_own_tokens_not_their_whole_prefix():
+    """16,384 tokens in blocks of 16: the guard holds each token once (it held 8.4 million ids before)."""
+    bm = BlockManager(1100, 16)
+    bm.allocate("long", list(range(16_384)))
+    stored = sum(len(block.token_ids) for block in bm.blocks)
+    assert stored == 16_384
+    assert bm.allocate("again", list(range(16_384)))[1] == 16_384 - 16  # every full block but the last hits
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "words"),
+    [
+        (lambda: hash_chain([1, 2, 3], -1), ValueError, "block_size must be an integer >= 1, got -1"),
+        (lambda: hash_chain([1, 2, 3], 0), ValueError, "block_size must be an integer >= 1, got 0"),
+        (lambda: hash_chain([1, 2, 3], True), ValueError, "block_size must be an integer >= 1, got True"),
+        (lambda: BlockManager(10**9), ValueError, "num_blocks would need 1,000,000,000 block records"),
+        (lambda: BlockManager(4, enable_prefix_caching="yes"), TypeError, "enable_prefix_caching must be True"),
+        (lambda: BlockManager(4).allocate(["unhashable"], [1]), TypeError, "seq_id must be hashable"),
+        (lambda: BlockManager(4).free(["unhashable"]), TypeError, "seq_id must be hashable"),
+    ],
+)
+def test_bad_sizes_and_ids_are_refused_before_anything_is_built(call, error, words):
+    with pytest.raises(error, match=re.escape(words)):
+        call()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import posixpath
 import re
 import sys
@@ -28,6 +29,12 @@ from mkdocs.plugins import event_priority
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import glossary_links  # noqa: E402  (a sibling module: mkdocs loads this file by path)
+import sitecheck  # noqa: E402
+
+from inferlab.bench import json_problem  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+SNIPPET_BASES = [ROOT / "code", ROOT / "snippets", ROOT]  # pymdownx.snippets' base_path in mkdocs.yml
 
 RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results"
 MARKER = re.compile(r"\{\{(result|table|provenance)\s+([^}]*?)\s*\}\}")
@@ -52,11 +59,35 @@ LABELS = {
 
 
 def load_record(name: str) -> dict:
-    """Return a result file's record, or raise a PluginError naming the missing file."""
+    """Return a result file's record, or raise a PluginError naming the file and what is wrong with it."""
     path = RESULTS / f"{name}.json"
     if not path.is_file():
         raise PluginError(f"result file docs/results/{name}.json does not exist")
-    return json.loads(path.read_text(encoding="utf-8"))
+    where = f"result file docs/results/{name}.json"
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:  # truncated, malformed or not UTF-8
+        raise PluginError(f"{where} is not valid UTF-8 JSON: {error}") from None
+    problem = record_problem(record)
+    if problem:
+        raise PluginError(f"{where}: {problem}")
+    return record
+
+
+def record_problem(record) -> str | None:
+    """Return what keeps a loaded record from being shown (a missing key, a NaN), or None."""
+    if not isinstance(record, dict):
+        return f"must hold a JSON object, got {type(record).__name__}"
+    missing = [key for key in ("name", "provenance", "values") if key not in record]
+    if missing:
+        return f"has no {', '.join(missing)} (write it with inferlab.bench.write_result)"
+    provenance = record["provenance"]
+    fields = ("command", "device", "versions", "date")
+    if not isinstance(provenance, dict) or not all(key in provenance for key in fields):
+        return f"provenance must give {', '.join(fields)}, got {provenance!r:.80}"
+    if not isinstance(provenance["versions"], dict):
+        return f"provenance versions must be an object of library versions, got {provenance['versions']!r:.80}"
+    return json_problem(record["values"])  # a NaN would print "nan" on a page
 
 
 def lookup(record: dict, key: str):
@@ -66,11 +97,17 @@ def lookup(record: dict, key: str):
         try:
             value = value[int(part)] if isinstance(value, list) else value[part]
         except (KeyError, IndexError, ValueError, TypeError) as error:
-            raise PluginError(f"result {record['name']!r} has no value at {key!r} (failed at {part!r})") from error
+            raise PluginError(
+                f"result {record['name']!r} (docs/results/{record['name']}.json) has no value at {key!r} "
+                f"(failed at {part!r})"
+            ) from error
     return value
 
 
 def format_value(value, spec: str) -> str:
+    """Return a value as page text; raise ValueError for NaN/inf (never print "nan") or a bad FORMAT."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"the value is {value}, not a number a page can show")
     if isinstance(value, float) and not spec:
         spec = ".4g"
     return format(value, spec)
@@ -109,6 +146,14 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
     language = page_language(page)
 
     def replace(match: re.Match) -> str:
+        try:
+            return render_marker(match)
+        except ValueError as error:  # format() refused the FORMAT, or a value is NaN/inf
+            raise PluginError(
+                f"{page.file.src_uri}: {match.group(0)} (docs/results/{match.group(2).split()[0]}.json): {error}"
+            ) from None
+
+    def render_marker(match: re.Match) -> str:
         kind, args = match.group(1), match.group(2).split()
         if not args:
             raise PluginError(f"{page.file.src_uri}: empty {{{{{kind}}}}} marker")
@@ -121,7 +166,15 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
             return render_table(record, args[1])
         return render_provenance(record, args[0], language)
 
+    problems = [problem for target in sitecheck.SNIPPET.findall(markdown) if (problem := include_problem(target))]
+    if problems:  # pymdown would include a missing end marker's whole file without a word
+        raise PluginError(f"{page.file.src_uri}: " + "; ".join(problems))
     return MARKER.sub(replace, markdown)
+
+
+def include_problem(target: str) -> str | None:
+    """Return what is wrong with one snippet include of a page (its file, or its section's markers)."""
+    return sitecheck.include_problem(target, SNIPPET_BASES)
 
 
 @functools.cache

@@ -230,8 +230,8 @@ MUTANTS = [
     Mutant(
         "paged",
         BLOCKS,
-        "                    if b.prefix == prefix and b.extra_keys == extra_keys",
-        "                    if b.extra_keys == extra_keys",
+        "                    if b.token_ids == tokens and b.parent_serial == parent_serial and b.extra_keys == extra_keys",
+        "                    if b.token_ids == tokens and b.extra_keys == extra_keys",
         "a hash collision serves another sequence's KV",
     ),
     Mutant(

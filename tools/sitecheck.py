@@ -24,6 +24,7 @@ RESULT_MARKER = re.compile(r"\{\{(?:result|table|provenance)\s+[^}]*\}\}")
 # A value stored twice, KEY (English) and KEY_zh (its zh-TW wording), is one marker for parity.
 LANGUAGE_VARIANT = re.compile(r"_zh(?=[\s}])")
 SECTION_START = "--8<-- [start:{}]"
+SECTION_END = "--8<-- [end:{}]"
 
 
 def page_pairs(docs: Path) -> tuple[list[tuple[Path, Path]], list[str]]:
@@ -113,18 +114,39 @@ def glossary_problems(en: Path, zh: Path, terms: list[tuple[str, str]]) -> list[
 
 
 def snippet_problems(page: Path, base_paths: list[Path]) -> list[str]:
-    """Return includes on a page whose file or named section does not exist."""
-    problems = []
-    for target in SNIPPET.findall(page.read_text(encoding="utf-8")):
-        file_part, _, section = target.partition(":")
-        found = next((base / file_part for base in base_paths if (base / file_part).is_file()), None)
-        if found is None:
-            problems.append(f"{page}: included file {file_part!r} not found under {[str(b) for b in base_paths]}")
-            continue
-        if section and not section.replace(":", "").isdigit():
-            if SECTION_START.format(section) not in found.read_text(encoding="utf-8"):
-                problems.append(f"{page}: {file_part} has no section {section!r}")
-    return problems
+    """Return includes on a page whose file, or named section with both its markers, does not exist."""
+    return [
+        f"{page}: {problem}"
+        for target in SNIPPET.findall(page.read_text(encoding="utf-8"))
+        if (problem := include_problem(target, base_paths))
+    ]
+
+
+def include_problem(target: str, base_paths: list[Path]) -> str | None:
+    """Return what is wrong with one include target ``file`` or ``file:section``, or None if nothing.
+
+    A section needs exactly one start marker and one end marker after it: without its end marker,
+    pymdown-extensions silently includes the rest of the file.
+    """
+    file_part, _, section = target.partition(":")
+    found = next((base / file_part for base in base_paths if (base / file_part).is_file()), None)
+    if found is None:
+        return f"included file {file_part!r} not found under {[str(b) for b in base_paths]}"
+    if not section or section.replace(":", "").isdigit():  # the whole file, or a line range
+        return None
+    lines = found.read_text(encoding="utf-8").splitlines()
+    starts = [n for n, line in enumerate(lines) if SECTION_START.format(section) in line]
+    ends = [n for n, line in enumerate(lines) if SECTION_END.format(section) in line]
+    if not starts:
+        return f"{file_part} has no section {section!r} (no line with {SECTION_START.format(section)!r})"
+    if len(starts) > 1 or len(ends) > 1:
+        return f"{file_part} marks section {section!r} more than once (start lines {starts}, end lines {ends})"
+    if not ends or ends[0] < starts[0]:
+        return (
+            f"{file_part} section {section!r} has no {SECTION_END.format(section)!r} after its start "
+            "marker; the page would silently include the rest of the file"
+        )
+    return None
 
 
 # One term per concept (docs/glossary.md): words a page must not use, and what to write instead.

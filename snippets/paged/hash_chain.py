@@ -33,6 +33,8 @@ def hash_chain(
     hash_fn: Callable[[int, Sequence[int], tuple], int] = hash_block,
 ) -> list[int]:
     """Return the hash of every *full* block of ``token_ids``; each one folds in its parent's."""
+    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
+        raise ValueError(f"block_size must be an integer >= 1, got {block_size!r}")
     hashes, parent = [], ROOT_HASH
     for start in range(0, len(token_ids) - block_size + 1, block_size):
         parent = hash_fn(parent, token_ids[start : start + block_size], extra_keys)

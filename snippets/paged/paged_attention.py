@@ -2,18 +2,74 @@
 
 Three sequences keep their keys and values in blocks scattered over one pool; attention gathers
 them through block tables and matches scaled_dot_product_attention on the contiguous tensors.
-The two functions are generated from inferlab/paged/attention.py.
+The functions (and their argument checks) are generated from inferlab/paged/attention.py.
 """
 
 import torch
 import torch.nn.functional as F
 
 
+# >>> generated from inferlab/paged/attention.py:checks (python -m inferlab.snippetsync)
+def _described(value) -> str:
+    return f"shape {tuple(value.shape)} {value.dtype}" if isinstance(value, torch.Tensor) else type(value).__name__
+
+
+def check_paged_inputs(q, k_cache, v_cache, block_tables, context_lens) -> None:
+    """Raise ValueError/TypeError unless the shapes fit and every length fits its block table."""
+    for name, tensor, dims in (("q", q, 4), ("k_cache", k_cache, 4), ("v_cache", v_cache, 4)):
+        if not isinstance(tensor, torch.Tensor) or tensor.dim() != dims or not tensor.is_floating_point():
+            raise TypeError(f"{name} must be a floating-point tensor with {dims} dims, got {_described(tensor)}")
+    if k_cache.shape != v_cache.shape or q.shape[-1] != k_cache.shape[-1] or q.shape[1] % k_cache.shape[2]:
+        raise ValueError(
+            f"k_cache and v_cache must both be (num_blocks, block_size, kv_heads, head_dim) with q's head_dim and "
+            f"kv_heads dividing q's heads, got q {tuple(q.shape)}, k_cache {tuple(k_cache.shape)}, "
+            f"v_cache {tuple(v_cache.shape)}"
+        )
+    seqs, q_len = q.shape[0], q.shape[2]
+    num_blocks, block_size = k_cache.shape[:2]
+    for name, tensor, dims in (("block_tables", block_tables, 2), ("context_lens", context_lens, 1)):
+        if not isinstance(tensor, torch.Tensor) or tensor.dim() != dims or tensor.is_floating_point():
+            raise TypeError(f"{name} must be an integer tensor with {dims} dims, got {_described(tensor)}")
+        if tensor.shape[0] != seqs or tensor.numel() == 0:
+            raise ValueError(f"{name} must have one row per sequence ({seqs}), got shape {tuple(tensor.shape)}")
+    if block_tables.min() < 0 or block_tables.max() >= num_blocks:
+        raise ValueError(f"block_tables must hold block ids in 0..{num_blocks - 1}, got {block_tables.tolist()}")
+    capacity = block_tables.shape[1] * block_size
+    if context_lens.min() < q_len or context_lens.max() > capacity:
+        # Shorter than the queries: they would sit before position 0. Longer: past the table's last slot.
+        raise ValueError(
+            f"context_lens must be in {q_len}..{capacity} (the {q_len} new tokens .. the block tables' "
+            f"{block_tables.shape[1]} blocks of {block_size}), got {context_lens.tolist()}"
+        )
+
+
+def check_kv_write(k_cache, v_cache, k, v, slots) -> None:
+    """Raise ValueError/TypeError unless k, v (N, kv_heads, head_dim) fit the pools at N valid slots."""
+    if not all(isinstance(t, torch.Tensor) for t in (k_cache, v_cache, k, v, slots)):
+        raise TypeError("k_cache, v_cache, k, v and slots must all be torch tensors")
+    if k_cache.shape != v_cache.shape or k_cache.dim() != 4:
+        raise ValueError(
+            f"k_cache and v_cache must share one 4-dim shape, got {tuple(k_cache.shape)}, {tuple(v_cache.shape)}"
+        )
+    expected = (slots.shape[0], *k_cache.shape[2:]) if slots.dim() == 1 else None
+    if expected is None or slots.is_floating_point() or tuple(k.shape) != expected or tuple(v.shape) != expected:
+        raise ValueError(
+            f"slots must be a 1-dim integer tensor of N slots and k, v must be (N, kv_heads, head_dim), got slots "
+            f"{tuple(slots.shape)} {slots.dtype}, k {tuple(k.shape)}, v {tuple(v.shape)}"
+        )
+    total = k_cache.shape[0] * k_cache.shape[1]
+    if slots.numel() and (slots.min() < 0 or slots.max() >= total):
+        raise ValueError(f"slots must be in 0..{total - 1} (num_blocks * block_size), got {slots.tolist()}")
+
+
+# <<< generated
+
 # >>> generated from inferlab/paged/attention.py:write (python -m inferlab.snippetsync)
 def write_kv(
     k_cache: torch.Tensor, v_cache: torch.Tensor, k: torch.Tensor, v: torch.Tensor, slots: torch.Tensor
 ) -> None:
     """Store keys/values (N, kv_heads, head_dim) of N tokens at flat slots ``block_id * block_size + offset``."""
+    check_kv_write(k_cache, v_cache, k, v, slots)  # before writing: a refused call changes no slot
     k_cache.view(-1, *k_cache.shape[2:]).index_copy_(0, slots, k)
     v_cache.view(-1, *v_cache.shape[2:]).index_copy_(0, slots, v)
 
@@ -35,6 +91,7 @@ def paged_attention(
     block_tables: (S, max_blocks) physical block ids (padding entries may be any valid id).
     context_lens: (S,) how many tokens each sequence has, the Tq new ones included.
     """
+    check_paged_inputs(q, k_cache, v_cache, block_tables, context_lens)
     seqs, heads, q_len, head_dim = q.shape
     kv_heads = k_cache.shape[2]
     # Gather each sequence's blocks in table order: (S, max_blocks * block_size, kv_heads, head_dim).

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 import os
 import platform
+import re
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -116,27 +119,90 @@ def provenance(command: str | None = None) -> dict[str, Any]:
     }
 
 
+RESULT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")  # a plain file stem: no folders, no dots
+
+
+def check_result_name(name: str) -> None:
+    """Raise unless ``name`` is a plain file stem such as 'kv_naive_vs_cached' (no folder, no '.json')."""
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, a plain file stem like 'kv_naive_vs_cached', got {name!r}")
+    if not RESULT_NAME.fullmatch(name):
+        hint = " (leave out '.json': it is added)" if name.endswith(".json") else ""
+        raise ValueError(f"name must be a plain file stem like 'kv_naive_vs_cached'{hint}, got {name!r}")
+
+
+def json_problem(value: Any, where: str = "values") -> str | None:
+    """Return where and why ``value`` is not strict JSON (NaN and inf are not JSON), or None if it is."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{where} must be a finite number (JSON has no NaN or inf), got {value}"
+    if value is None or isinstance(value, (str, int, float)):  # bool is an int
+        return None
+    if isinstance(value, (list, tuple)):
+        items = enumerate(value)
+    elif isinstance(value, dict):
+        if not all(isinstance(key, str) for key in value):
+            return f"{where} must have str keys, got {[k for k in value if not isinstance(k, str)][:3]}"
+        items = value.items()
+    else:
+        return f"{where} must be a JSON value (number, str, list, dict, None), got {type(value).__name__}"
+    return next((problem for key, item in items if (problem := json_problem(item, f"{where}[{key!r}]"))), None)
+
+
 def write_result(name: str, values: dict[str, Any], command: str | None = None) -> Path:
-    """Write ``values`` with provenance to ``<results_dir>/<name>.json`` and return the path."""
-    if not name or "/" in name or name.startswith("."):
-        raise ValueError(f"name must be a plain file stem like 'kv_naive_vs_cached', got {name!r}")
+    """Write ``values`` with provenance to ``<results_dir>/<name>.json`` and return the path.
+
+    The file is written whole or not at all: the record goes to a temporary file beside it, which
+    then replaces the old one, so a failure part-way never leaves a broken result behind.
+    """
+    check_result_name(name)
+    if not isinstance(values, dict):
+        raise TypeError(f"values must be a dict of measured values, got {values!r:.80}")
+    if command is not None and not isinstance(command, str):
+        raise TypeError(f"command must be a str or None, got {command!r}")
+    problem = json_problem(values)
+    if problem:
+        raise ValueError(problem)
+    record = {"name": name, "provenance": provenance(command), "values": values}
+    text = json.dumps(record, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     path = results_dir() / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    record = {"name": name, "provenance": provenance(command), "values": values}
-    path.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    handle, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as file:
+            file.write(text)
+        os.replace(temporary, path)  # atomic: readers see the old file or the new one, never half
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
     return path
 
 
 def read_result(name: str) -> dict[str, Any]:
     """Return the stored record (``name``, ``provenance``, ``values``) of a result file."""
+    check_result_name(name)
     path = results_dir() / f"{name}.json"
     if not path.is_file():
         raise FileNotFoundError(f"no result file {path}; run the benchmark that writes it first")
-    return json.loads(path.read_text(encoding="utf-8"))
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"result file {path} is not valid UTF-8 JSON: {error}") from None
+    if not isinstance(record, dict) or not {"name", "provenance", "values"} <= set(record):
+        raise ValueError(f"result file {path} must hold an object with name, provenance and values")
+    return record
+
+
+def _check_counts(repeat: int, warmup: int) -> None:
+    for name, value in (("repeat", repeat), ("warmup", warmup)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{name} must be an integer, got {value!r}")
 
 
 def time_call(fn: Callable[[], Any], repeat: int = 5, warmup: int = 1) -> dict[str, float]:
     """Time ``fn`` ``repeat`` times after ``warmup`` calls; return median/min/max seconds."""
+    if not callable(fn):
+        raise TypeError(f"fn must be callable with no arguments, got {fn!r}")
+    _check_counts(repeat, warmup)
     if repeat < 1 or warmup < 0:
         raise ValueError(f"repeat must be >= 1 and warmup >= 0, got repeat={repeat}, warmup={warmup}")
     for _ in range(warmup):
@@ -153,6 +219,9 @@ def time_interleaved(
     fns: dict[str, Callable[[], Any]], repeat: int = 5, warmup: int = 1
 ) -> dict[str, dict[str, float]]:
     """Time several callables round-robin so that machine noise hits them all alike."""
+    if not isinstance(fns, dict) or not fns or not all(callable(fn) for fn in fns.values()):
+        raise TypeError(f"fns must be a non-empty dict of name -> callable, got {fns!r:.80}")
+    _check_counts(repeat, warmup)
     if repeat < 1 or warmup < 0:
         raise ValueError(f"repeat must be >= 1 and warmup >= 0, got repeat={repeat}, warmup={warmup}")
     for fn in fns.values():

@@ -19,8 +19,10 @@ Prefix caching follows vLLM's documented design (docs.vllm.ai, "Automatic Prefix
 - ``prefix_cache_queries`` / ``prefix_cache_hits`` count *tokens*, as vLLM's metrics of the same
   names do, and a request always recomputes at least its last token (the model needs its logits).
 
-Unlike vLLM (which trusts SHA-256), a hit here also checks that the cached block holds exactly the
-same tokens, all the way back to the start, so even a forced hash collision cannot serve wrong KV.
+Like vLLM, a cached block keeps its parent's hash and its own token ids, so its memory does not
+grow with the length of the prefix. Unlike vLLM (which trusts SHA-256), a hit also checks that the
+cached block holds exactly our tokens and continues the very block matched before it (by a serial
+number, not a hash), so even a forced hash collision cannot serve wrong KV.
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ def hash_chain(
     hash_fn: Callable[[int, Sequence[int], tuple], int] = hash_block,
 ) -> list[int]:
     """Return the hash of every *full* block of ``token_ids``; each one folds in its parent's."""
+    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
+        raise ValueError(f"block_size must be an integer >= 1, got {block_size!r}")
     hashes, parent = [], ROOT_HASH
     for start in range(0, len(token_ids) - block_size + 1, block_size):
         parent = hash_fn(parent, token_ids[start : start + block_size], extra_keys)
@@ -56,6 +60,8 @@ def hash_chain(
 
 # --8<-- [end:block_hash]
 
+MAX_BLOCKS = 2**21  # 2 million blocks: 33 million tokens of 16-token blocks, far past any lab
+
 
 @dataclass
 class Block:
@@ -64,7 +70,10 @@ class Block:
     block_id: int
     ref_count: int = 0
     block_hash: int | None = None  # set only while the block is full and findable in the cache
-    prefix: tuple[int, ...] = ()  # every token id from the sequence start to this block's end
+    token_ids: tuple[int, ...] = ()  # this block's own tokens (vLLM keeps them too)
+    parent_hash: int | None = None  # the hash of the block before it (ROOT_HASH for the first)
+    serial: int = 0  # which cached content this is: a new number each time the block is (re)named
+    parent_serial: int = 0  # the serial of the block it continues (0: the sequence start)
     extra_keys: tuple = ()
 
 
@@ -95,6 +104,13 @@ class BlockManager:
             raise ValueError(f"num_blocks must be an integer >= 1, got {num_blocks!r}")
         if not isinstance(block_size, int) or isinstance(block_size, bool) or block_size < 1:
             raise ValueError(f"block_size must be an integer >= 1, got {block_size!r}")
+        if num_blocks > MAX_BLOCKS:  # one Python record per block, made up front: refuse before making any
+            raise ValueError(
+                f"num_blocks would need {num_blocks:,} block records (about {num_blocks * 200 / 2**30:.1f} GiB of "
+                f"Python objects), over the limit of {MAX_BLOCKS:,}; use fewer, larger blocks"
+            )
+        if not isinstance(enable_prefix_caching, bool):
+            raise TypeError(f"enable_prefix_caching must be True or False, got {enable_prefix_caching!r}")
         if not callable(hash_fn):
             raise TypeError(f"hash_fn must be callable (parent_hash, token_ids, extra_keys) -> int, got {hash_fn!r}")
         self.num_blocks = num_blocks
@@ -102,6 +118,7 @@ class BlockManager:
         self.enable_prefix_caching = enable_prefix_caching
         self.hash_fn = hash_fn
         self.blocks = [Block(i) for i in range(num_blocks)]
+        self.next_serial = 1  # 0 means "the start of a sequence"
         # Front of the queue = least recently used = evicted first. An OrderedDict gives O(1)
         # pop-from-front, append-at-back, and removal from the middle (a cache hit).
         self.free_queue: OrderedDict[int, None] = OrderedDict((i, None) for i in range(num_blocks))
@@ -139,23 +156,25 @@ class BlockManager:
         extra_keys = tuple(extra_keys)
         # The model needs logits for the last prompt token, so at least one token is recomputed.
         max_blocks = (len(token_ids) - 1) // self.block_size
-        found = []
+        found, parent_serial = [], 0
         for index, block_hash in enumerate(hash_chain(token_ids, self.block_size, extra_keys, self.hash_fn)):
             if index == max_blocks:
                 break
-            prefix = tuple(token_ids[: (index + 1) * self.block_size])
-            # A hash is only a name: the hit must hold exactly our tokens, all the way back.
+            tokens = tuple(token_ids[index * self.block_size : (index + 1) * self.block_size])
+            # A hash is only a name: the hit must hold our tokens and continue the block matched
+            # just before it, so by induction it holds our whole prefix, all the way back.
             match = next(
                 (
                     b
                     for b in self.cached.get(block_hash, {}).values()
-                    if b.prefix == prefix and b.extra_keys == extra_keys
+                    if b.token_ids == tokens and b.parent_serial == parent_serial and b.extra_keys == extra_keys
                 ),
                 None,
             )
             if match is None:
                 break  # every later block's hash folds in this one, so nothing later can hit
             found.append(match)
+            parent_serial = match.serial
         return found
 
     # --8<-- [end:lookup]
@@ -165,6 +184,8 @@ class BlockManager:
     # --8<-- [start:allocate]
     def allocate(self, seq_id: Hashable, token_ids: Sequence[int], extra_keys: tuple = ()) -> tuple[list[int], int]:
         """Return (block table, number of cached tokens) for a new sequence holding ``token_ids``."""
+        if not isinstance(seq_id, Hashable):
+            raise TypeError(f"seq_id must be hashable (an int or a str), got {type(seq_id).__name__}")
         if seq_id in self.sequences:
             raise ValueError(f"seq_id {seq_id!r} is already allocated; free it first or use a new id")
         token_ids = self._checked_tokens(token_ids)
@@ -236,7 +257,8 @@ class BlockManager:
             del self.cached[block.block_hash][block_id]
             if not self.cached[block.block_hash]:
                 del self.cached[block.block_hash]
-            block.block_hash, block.prefix, block.extra_keys = None, (), ()
+            block.block_hash, block.token_ids, block.extra_keys = None, (), ()
+            block.parent_hash, block.serial, block.parent_serial = None, 0, 0
         block.ref_count = 1
         return block_id
 
@@ -246,14 +268,21 @@ class BlockManager:
             return
         end = (index + 1) * self.block_size
         # The parent is this sequence's previous block: full, so it already has its hash.
-        parent = ROOT_HASH if index == 0 else self.blocks[sequence.block_table[index - 1]].block_hash
+        parent = None if index == 0 else self.blocks[sequence.block_table[index - 1]]
         block = self.blocks[sequence.block_table[index]]
-        block.block_hash = self.hash_fn(parent, sequence.token_ids[end - self.block_size : end], sequence.extra_keys)
-        block.prefix = tuple(sequence.token_ids[:end])
+        block.token_ids = tuple(sequence.token_ids[end - self.block_size : end])
+        block.parent_hash = ROOT_HASH if parent is None else parent.block_hash
+        block.parent_serial = 0 if parent is None else parent.serial
+        block.block_hash = self.hash_fn(
+            block.parent_hash, sequence.token_ids[end - self.block_size : end], sequence.extra_keys
+        )
+        block.serial, self.next_serial = self.next_serial, self.next_serial + 1
         block.extra_keys = sequence.extra_keys
         self.cached.setdefault(block.block_hash, {})[block.block_id] = block
 
     def _sequence_id(self, seq_id: Hashable) -> Hashable:
+        if not isinstance(seq_id, Hashable):
+            raise TypeError(f"seq_id must be hashable (an int or a str), got {type(seq_id).__name__}")
         if seq_id not in self.sequences:
             raise KeyError(f"seq_id {seq_id!r} is not allocated; known ids: {sorted(map(repr, self.sequences))[:10]}")
         return seq_id

@@ -14,6 +14,7 @@ together costs far less than eight times serving one.
 
 from __future__ import annotations
 
+import os
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -21,9 +22,32 @@ from typing import Any
 
 import torch
 
+from inferlab.checks import require_int, require_token_ids
 from inferlab.kvcache.decoder import LlamaDecoder
 from inferlab.paged.attention import paged_attention, write_kv
 from inferlab.paged.blocks import BlockManager, OutOfBlocksError
+
+
+def available_memory(device: torch.device) -> int | None:
+    """Return the bytes free on a device (CUDA: free GPU memory; CPU: available RAM), None if unknown."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # not Linux: no cheap way to ask
+        return None
+
+
+def check_cache_fits(model: LlamaDecoder, num_blocks: int, block_size: int) -> None:
+    """Raise ValueError, before allocating, when the block pool would not fit in the device's free memory."""
+    element_bytes = torch.empty((), dtype=model.dtype).element_size()
+    pool_bytes = 2 * model.num_layers * num_blocks * block_size * model.num_kv_heads * model.head_dim * element_bytes
+    free = available_memory(model.device)
+    if free is not None and pool_bytes > free:
+        raise ValueError(
+            f"num_blocks={num_blocks} blocks of {block_size} tokens would take {pool_bytes / 2**30:.2f} GiB of "
+            f"KV cache, more than the {free / 2**30:.2f} GiB free on {model.device}; use fewer blocks"
+        )
 
 
 @dataclass
@@ -80,12 +104,12 @@ class MiniEngine:
         enable_prefix_caching: bool = True,
         eos_token_id: int | None = None,
     ) -> None:
-        if not isinstance(max_batch_size, int) or max_batch_size < 1:
-            raise ValueError(f"max_batch_size must be an integer >= 1, got {max_batch_size!r}")
-        if eos_token_id is not None and (not isinstance(eos_token_id, int) or eos_token_id < 0):
-            raise ValueError(f"eos_token_id must be None or an integer >= 0, got {eos_token_id!r}")
+        require_int(max_batch_size, "max_batch_size", minimum=1)
+        if eos_token_id is not None:
+            require_int(eos_token_id, "eos_token_id", minimum=0)
+        self.blocks = BlockManager(num_blocks, block_size, enable_prefix_caching)  # checks them, before any model
         self.model = model if isinstance(model, LlamaDecoder) else LlamaDecoder.from_pretrained(model)
-        self.blocks = BlockManager(num_blocks, block_size, enable_prefix_caching)
+        check_cache_fits(self.model, num_blocks, block_size)
         self.block_size = block_size
         self.max_batch_size = max_batch_size
         self.eos_token_id = eos_token_id
@@ -101,15 +125,19 @@ class MiniEngine:
     # --8<-- [start:add_request]
     def add_request(self, prompt_ids: list[int], max_new_tokens: int) -> Request:
         """Return a queued request for ``prompt_ids``; it is served by the next calls to step()."""
-        if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
-        prompt_ids = [int(t) for t in prompt_ids]
-        if not prompt_ids or min(prompt_ids) < 0 or max(prompt_ids) >= self.model.vocab_size:
-            raise ValueError(f"prompt_ids must be 1 or more token ids in 0..{self.model.vocab_size - 1}")
+        require_int(max_new_tokens, "max_new_tokens", minimum=1)
+        prompt_ids = require_token_ids(prompt_ids, "prompt_ids", self.model.vocab_size)  # no float or str ids
         if len(prompt_ids) + max_new_tokens > self.model.max_positions:
             raise ValueError(
                 f"prompt ({len(prompt_ids)} tokens) + max_new_tokens ({max_new_tokens}) exceeds the "
                 f"model's {self.model.max_positions} positions"
+            )
+        # The cache holds the prompt and every new token but the last (which is never fed back).
+        blocks_needed = -(-(len(prompt_ids) + max_new_tokens - 1) // self.block_size)
+        if blocks_needed > self.blocks.num_blocks:  # it could never run, and would block every later request
+            raise ValueError(
+                f"max_new_tokens={max_new_tokens} with a {len(prompt_ids)}-token prompt needs {blocks_needed} "
+                f"blocks of {self.block_size} tokens, more than the cache's {self.blocks.num_blocks}"
             )
         request = Request(self._next_id, prompt_ids, max_new_tokens, arrival_s=time.perf_counter())
         self._next_id += 1

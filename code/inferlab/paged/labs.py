@@ -13,6 +13,7 @@ import statistics
 import time
 from typing import Any
 
+from inferlab.checks import require_int
 from inferlab.paged.blocks import BlockManager, hash_chain
 from inferlab.paged.engine import MiniEngine
 
@@ -83,6 +84,8 @@ def block_hits(manager: BlockManager, token_ids: list[int]) -> list[bool]:
 
 def invalidation_lab(model, tokenizer, max_new_tokens: int = 8, block_size: int = 16) -> list[dict[str, Any]]:
     """Return one record per prompt variant: tokens, cached tokens, per-block hits, TTFT."""
+    require_int(max_new_tokens, "max_new_tokens", minimum=1)
+    require_int(block_size, "block_size", minimum=1)
     engine = MiniEngine(model, num_blocks=1024, block_size=block_size)
     prompts = invalidation_prompts(harbour_log())
     base_ids = tokenizer(prompts["first"])["input_ids"]
@@ -111,6 +114,8 @@ def invalidation_lab(model, tokenizer, max_new_tokens: int = 8, block_size: int 
 
 def multiturn_lab(model, tokenizer, max_new_tokens: int = 16, repeats: int = 3, block_size: int = 16) -> dict[str, Any]:
     """Return per-turn TTFT (median of ``repeats``) with and without prefix caching, and token counts."""
+    for name, value in (("max_new_tokens", max_new_tokens), ("repeats", repeats), ("block_size", block_size)):
+        require_int(value, name, minimum=1)
     document_ids = tokenizer(INSTRUCTION + "\n" + harbour_log())["input_ids"]
     turns: dict[bool, list[list[dict]]] = {True: [], False: []}
     for _ in range(repeats):
@@ -156,6 +161,13 @@ def throughput_lab(
     model, tokenizer, num_requests: int = 8, prompt_tokens: int = 48, max_new_tokens: int = 48, repeats: int = 3
 ) -> dict[str, Any]:
     """Return tokens/s serving ``num_requests`` one at a time vs all together (continuous batching)."""
+    for name, value in (
+        ("num_requests", num_requests),
+        ("prompt_tokens", prompt_tokens),
+        ("max_new_tokens", max_new_tokens),
+        ("repeats", repeats),
+    ):
+        require_int(value, name, minimum=1)
     ids = tokenizer(harbour_log())["input_ids"]
     # Different slices of the document: no two prompts share a block, so no prefix-cache help.
     prompts = [ids[i * prompt_tokens : (i + 1) * prompt_tokens] for i in range(num_requests)]
@@ -189,8 +201,12 @@ def throughput_lab(
 
 def fragmentation_example(lengths: list[int], max_len: int, block_size: int = 16) -> dict[str, Any]:
     """Return reserved vs used KV slots for requests of ``lengths``: contiguous max-length slabs vs blocks."""
-    if any(n < 1 or n > max_len for n in lengths):
-        raise ValueError(f"every length must be in 1..max_len ({max_len}), got {lengths}")
+    require_int(max_len, "max_len", minimum=1)
+    require_int(block_size, "block_size", minimum=1)
+    if not isinstance(lengths, (list, tuple)) or not lengths:
+        raise ValueError(f"lengths must be a non-empty list of request lengths, got {lengths!r}")
+    for n in lengths:
+        require_int(n, "lengths", minimum=1, maximum=max_len)
     manager = BlockManager(sum(-(-n // block_size) for n in lengths), block_size, enable_prefix_caching=False)
     for i, n in enumerate(lengths):
         manager.allocate(i, list(range(n)))

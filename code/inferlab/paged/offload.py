@@ -47,15 +47,22 @@ OFFLOAD_PRESETS = {
 
 
 # --8<-- [start:cost_model]
+def _is_finite(value) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and -float("inf") < value < float("inf")
+
+
 def _spec(gpu: str | OffloadSpec) -> OffloadSpec:
-    if isinstance(gpu, OffloadSpec):
-        return gpu
-    if gpu not in OFFLOAD_PRESETS:
-        raise ValueError(f"gpu must be one of {sorted(OFFLOAD_PRESETS)} or an OffloadSpec, got {gpu!r}")
-    return OFFLOAD_PRESETS[gpu]
+    spec = gpu if isinstance(gpu, OffloadSpec) else OFFLOAD_PRESETS.get(gpu) if isinstance(gpu, str) else None
+    bandwidths = (spec.memory_gb_s, spec.link_gb_s, spec.memory_gb) if spec else ()
+    if not bandwidths or not all(_is_finite(x) and x > 0 for x in bandwidths):  # a 0 bandwidth divides by zero
+        raise ValueError(f"gpu must be one of {sorted(OFFLOAD_PRESETS)} or an OffloadSpec with sizes > 0, got {gpu!r}")
+    return spec
 
 
 def _check_bytes(weight_bytes: float, offloaded_bytes: float) -> None:
+    for name, value in (("weight_bytes", weight_bytes), ("offloaded_bytes", offloaded_bytes)):
+        if not _is_finite(value):  # NaN slips through every comparison below
+            raise ValueError(f"{name} must be a finite number, got {value!r}")
     if weight_bytes <= 0:
         raise ValueError(f"weight_bytes must be > 0, got {weight_bytes}")
     if not 0 <= offloaded_bytes <= weight_bytes:
@@ -72,7 +79,7 @@ def step_seconds(weight_bytes: float, offloaded_bytes: float, gpu: str | Offload
 
 def tokens_per_second(weight_bytes: float, offloaded_bytes: float, gpu: str | OffloadSpec, batch: int = 1) -> float:
     """Return the decoding throughput bound: ``batch`` tokens per step, one step per weight read."""
-    if not isinstance(batch, int) or batch < 1:
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise ValueError(f"batch must be an integer >= 1, got {batch!r}")
     return batch / step_seconds(weight_bytes, offloaded_bytes, gpu)
 
@@ -87,10 +94,12 @@ def kv_capacity_tokens(
 ) -> int:
     """Return how many tokens of KV cache fit in what the resident weights leave of the GPU budget."""
     _check_bytes(weight_bytes, offloaded_bytes)
-    if not 0 < gpu_memory_utilization <= 1:
-        raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}")
-    if kv_bytes_per_token < 1:
-        raise ValueError(f"kv_bytes_per_token must be >= 1, got {kv_bytes_per_token}")
+    if not _is_finite(gpu_memory_utilization) or not 0 < gpu_memory_utilization <= 1:
+        raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization!r}")
+    if not _is_finite(kv_bytes_per_token) or kv_bytes_per_token < 1:
+        raise ValueError(f"kv_bytes_per_token must be a finite number >= 1, got {kv_bytes_per_token!r}")
+    if not _is_finite(other_bytes) or other_bytes < 0:
+        raise ValueError(f"other_bytes must be a finite number >= 0, got {other_bytes!r}")
     budget = _spec(gpu).memory_gb * GB * gpu_memory_utilization
     free_for_kv = budget - (weight_bytes - offloaded_bytes) - other_bytes  # other: activations, CUDA graphs
     return max(0, int(free_for_kv // kv_bytes_per_token))
@@ -127,7 +136,11 @@ class StreamLayersFromHost:
 
     def __init__(self, decoder: torch.nn.Module, num_offloaded: int) -> None:
         layers = decoder.layers
-        if not isinstance(num_offloaded, int) or not 0 <= num_offloaded <= len(layers):
+        if (
+            isinstance(num_offloaded, bool)
+            or not isinstance(num_offloaded, int)
+            or not 0 <= num_offloaded <= len(layers)
+        ):
             raise ValueError(f"num_offloaded must be an integer in 0..{len(layers)}, got {num_offloaded!r}")
         self.device = next(decoder.parameters()).device
         self.host_copies, self.hooks, self.offloaded_bytes = [], [], 0
@@ -173,6 +186,9 @@ class StreamLayersFromHost:
 
 def time_decode_step(decoder: torch.nn.Module, batch: int = 1, repeat: int = 20) -> float:
     """Return the median seconds of one forward pass over ``batch`` one-token sequences (a decode step's weight reads)."""
+    for name, value in (("batch", batch), ("repeat", repeat)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
     ids = torch.zeros(batch, 1, dtype=torch.long, device=next(decoder.parameters()).device)
     seconds = []
     with torch.no_grad():
