@@ -61,6 +61,9 @@ def distinct_n(sequences: Sequence[Sequence[int]], n: int) -> float:
     """Return distinct n-grams / all n-grams over the sequences (1.0: no n-gram repeats)."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"n must be an integer >= 1, got {n!r}")
+    is_list = isinstance(sequences, Sequence) and not isinstance(sequences, (str, bytes))
+    if not is_list or not all(isinstance(seq, Sequence) and not isinstance(seq, str) for seq in sequences):
+        raise TypeError(f"sequences must be a list of token-id lists, got {sequences!r:.60}")
     all_ngrams = [tuple(seq[i : i + n]) for seq in sequences for i in range(len(seq) - n + 1)]
     if not all_ngrams:
         raise ValueError(f"no sequence is long enough to hold an {n}-gram")

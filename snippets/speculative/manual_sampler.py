@@ -34,6 +34,19 @@ def check_filter_args(*arguments: Any) -> None:
     """The package checks temperature, top_k and top_p here; this copy trusts its caller."""
 
 
+def check_probabilities(*arguments: Any) -> None:
+    """The package refuses NaN, negative or all-zero weights here; this copy trusts its caller."""
+
+
+def check_verify_args(*arguments: Any) -> None:
+    """The package checks the rows and the draft ids here; this copy trusts its caller."""
+
+
+def check_logits(logits: torch.Tensor, who: str) -> torch.Tensor:
+    """The package refuses NaN or +inf logits here; this copy passes them on."""
+    return logits
+
+
 # >>> generated from inferlab/decoding/sampling.py:temperature (python -m inferlab.snippetsync)
 def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     """Return logits / temperature: below 1 sharpens the softmax, above 1 flattens it."""
@@ -79,6 +92,15 @@ def top_p_filter(logits: torch.Tensor, p: float, min_tokens_to_keep: int = 1) ->
 # <<< generated
 
 # >>> generated from inferlab/decoding/sampling.py:truncation (python -m inferlab.snippetsync)
+def check_cutoff(name: str, value: float, min_tokens_to_keep: int, closed: bool = False) -> None:
+    """Raise ValueError unless value is in (0, 1) ([0, 1] if closed) and min_tokens_to_keep is an integer >= 1."""
+    number = not isinstance(value, bool) and isinstance(value, (int, float))
+    if not number or not (0 <= value <= 1 if closed else 0 < value < 1):
+        raise ValueError(f"{name} must be a number in {'[0, 1]' if closed else '(0, 1)'}, got {value!r}")
+    if isinstance(min_tokens_to_keep, bool) or not isinstance(min_tokens_to_keep, int) or min_tokens_to_keep < 1:
+        raise ValueError(f"min_tokens_to_keep must be an integer >= 1, got {min_tokens_to_keep!r}")
+
+
 def keep_at_least(drop: torch.Tensor, logits: torch.Tensor, min_tokens_to_keep: int) -> torch.Tensor:
     """Return ``drop`` with the ``min_tokens_to_keep`` highest logits of each row spared."""
     keep = min(min_tokens_to_keep, logits.shape[-1])
@@ -91,6 +113,7 @@ def min_p_filter(logits: torch.Tensor, min_p: float, min_tokens_to_keep: int = 1
     Min-p sampling (Nguyen et al. 2024): the cut-off follows the model's confidence, strict when one
     token dominates and loose when many are plausible.
     """
+    check_cutoff("min_p", min_p, min_tokens_to_keep, closed=True)
     probs = logits.softmax(dim=-1)
     drop = probs < min_p * probs.amax(dim=-1, keepdim=True)
     return logits.masked_fill(keep_at_least(drop, probs, min_tokens_to_keep), float("-inf"))
@@ -102,6 +125,7 @@ def typical_filter(logits: torch.Tensor, typical_p: float, min_tokens_to_keep: i
     Locally typical sampling (Meister et al. 2023): a token is "typical" when -log p(token) is near
     the expected surprise H = -sum p log p; the most typical tokens are kept, as in top-p.
     """
+    check_cutoff("typical_p", typical_p, min_tokens_to_keep)
     log_probs = logits.log_softmax(dim=-1)
     entropy = -(log_probs * log_probs.exp()).nansum(dim=-1, keepdim=True)  # nansum: 0 * -inf terms
     distance = (-log_probs - entropy).abs()
@@ -116,6 +140,7 @@ def typical_filter(logits: torch.Tensor, typical_p: float, min_tokens_to_keep: i
 
 def epsilon_filter(logits: torch.Tensor, epsilon: float, min_tokens_to_keep: int = 1) -> torch.Tensor:
     """Return logits without the tokens of probability below ``epsilon`` (Hewitt et al. 2022)."""
+    check_cutoff("epsilon", epsilon, min_tokens_to_keep)
     drop = logits.softmax(dim=-1) < epsilon
     return logits.masked_fill(drop & ~kept_by_top_k(logits, min_tokens_to_keep), float("-inf"))
 
@@ -126,6 +151,7 @@ def eta_filter(logits: torch.Tensor, eta: float, min_tokens_to_keep: int = 1) ->
     Eta sampling lowers the epsilon cut-off when the distribution is spread out (high entropy), so a
     flat distribution keeps more of its tail than a peaked one.
     """
+    check_cutoff("eta", eta, min_tokens_to_keep)
     probs = logits.softmax(dim=-1)
     log_probs = logits - logits.logsumexp(dim=-1, keepdim=True)
     # H = -sum p log p; clamping log p at the dtype's lowest value makes a 0 * log 0 term 0, not NaN.
@@ -226,6 +252,7 @@ class SpeculativeResult:
 # >>> generated from inferlab/speculative/sampler.py:sample_token (python -m inferlab.snippetsync)
 def sample_token(probs: torch.Tensor, generator: torch.Generator | None = None) -> int:
     """Return one index drawn from ``probs`` (any non-negative weights) with a single uniform draw."""
+    check_probabilities(probs, "probs")
     # Inverse CDF with exactly one random number per token keeps two implementations in lockstep.
     cdf = probs.detach().double().cpu().cumsum(-1)
     u = torch.rand((), generator=generator, dtype=torch.float64)
@@ -238,7 +265,12 @@ def sample_token(probs: torch.Tensor, generator: torch.Generator | None = None) 
 # >>> generated from inferlab/speculative/sampler.py:next_token_probs (python -m inferlab.snippetsync)
 def next_token_probs(logits: torch.Tensor, temperature: float, top_k: int | None, top_p: float | None) -> torch.Tensor:
     """Return the distribution a sampler draws from: softmax of logits after temperature, top-k, top-p."""
-    return filter_logits(logits.float(), temperature, top_k, top_p).softmax(dim=-1)
+    # Softmax ignores a shift, so subtract the max first: then (logits - max) / temperature is <= 0 and
+    # never overflows, even at temperature 1e-39, where the distribution correctly becomes the argmax.
+    shifted = logits.float() - logits.float().max(dim=-1, keepdim=True).values
+    if torch.isnan(shifted).any():
+        raise ValueError("logits must not be NaN or all -inf: no distribution has them")
+    return filter_logits(shifted, temperature, top_k, top_p).softmax(dim=-1)
 
 
 # <<< generated
@@ -252,6 +284,7 @@ def verify_drafts(
     ``p_rows[i]`` and ``q_rows[i]`` are the target's and the draft's distributions for the i-th drafted
     token; ``p_rows`` has one extra row, for the token after the last draft.
     """
+    check_verify_args(p_rows, q_rows, drafts)
     uniforms = torch.rand(len(drafts), generator=generator, dtype=torch.float64)
     kept, acceptance_probs = [], []
     for i, token in enumerate(drafts):
@@ -305,14 +338,14 @@ def speculative_sample_reference(
         n_draft = min(gamma, max_new_tokens - (len(tokens) - result.prompt_length) - 1)
         drafts, q_rows = [], []
         for _ in range(n_draft):  # 1. the draft proposes, one token at a time
-            logits = draft_fn(torch.tensor([tokens + drafts]))[0, -1]
+            logits = check_logits(draft_fn(torch.tensor([tokens + drafts]))[0, -1], "draft")
             if temperature == 0:
                 drafts.append(int(logits.argmax()))
             else:
                 q_rows.append(next_token_probs(logits, temperature, top_k, top_p))
                 drafts.append(sample_token(q_rows[-1], generator))
         # 2. the target scores every draft, and the position after them, in one call
-        target_logits = target_fn(torch.tensor([tokens + drafts]))[0, -(n_draft + 1) :]
+        target_logits = check_logits(target_fn(torch.tensor([tokens + drafts]))[0, -(n_draft + 1) :], "target")
         if temperature == 0:  # 3. accept or reject
             kept, n_accepted = verify_greedy(target_logits, drafts)
             result.acceptance_probs += [1.0] * n_accepted + [0.0] * (n_accepted < n_draft)
