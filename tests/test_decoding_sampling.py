@@ -217,3 +217,122 @@ def test_filter_logits_accepts_a_single_row():
     logits = awkward_logits(11, batch=1)
     ours = filter_logits(logits[0], temperature=0.8, top_k=20, top_p=0.7)
     assert torch.equal(ours, hf_filter(logits, 0.8, 20, 0.7)[0])
+
+
+# ----------------------------------------------------------------------------------------------
+# Issue 18: min_tokens_to_keep, min-p, typical, epsilon and eta sampling, against transformers'
+# own warpers on random, tied and -inf logits (the same awkward logits as the filters above).
+
+
+def hf_warpers(min_tokens_to_keep=1, top_k=None, top_p=None, min_p=None, typical_p=None, epsilon=None, eta=None):
+    """The reference: transformers' warpers, in the order generate() applies them."""
+    from transformers.generation.logits_process import (
+        EpsilonLogitsWarper,
+        EtaLogitsWarper,
+        MinPLogitsWarper,
+        TypicalLogitsWarper,
+    )
+
+    keep = {"min_tokens_to_keep": min_tokens_to_keep}
+    warpers = [
+        TopKLogitsWarper(top_k, **keep) if top_k is not None else None,
+        TopPLogitsWarper(top_p, **keep) if top_p is not None and top_p < 1 else None,
+        MinPLogitsWarper(min_p, **keep) if min_p is not None else None,
+        TypicalLogitsWarper(typical_p, **keep) if typical_p is not None else None,
+        EpsilonLogitsWarper(epsilon, **keep) if epsilon is not None else None,
+        EtaLogitsWarper(eta, **keep) if eta is not None else None,
+    ]
+    return [w for w in warpers if w is not None]
+
+
+CUTOFFS = st.floats(0.001, 0.999)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    min_tokens_to_keep=st.sampled_from([1, 2, 5, 60]),
+    top_k=st.one_of(st.none(), st.integers(1, 60)),
+    top_p=st.one_of(st.none(), CUTOFFS),
+    min_p=st.one_of(st.none(), st.floats(0.0, 1.0)),
+    typical_p=st.one_of(st.none(), CUTOFFS),
+    epsilon=st.one_of(st.none(), CUTOFFS),
+    eta=st.one_of(st.none(), CUTOFFS),
+)
+def test_every_filter_and_min_tokens_to_keep_equal_transformers(seed, min_tokens_to_keep, **cutoffs):
+    logits = awkward_logits(seed)
+    ids = torch.zeros((logits.shape[0], 1), dtype=torch.long)
+    reference = logits
+    for warper in hf_warpers(min_tokens_to_keep, **cutoffs):
+        reference = warper(ids, reference)
+    ours = filter_logits(logits, min_tokens_to_keep=min_tokens_to_keep, **cutoffs)
+    assert torch.equal(ours, reference)
+
+
+@pytest.mark.parametrize("name", ["min_p", "typical_p", "epsilon", "eta"])
+@pytest.mark.parametrize("value", [0.05, 0.3, 0.9])
+@pytest.mark.parametrize("min_tokens_to_keep", [1, 3])
+def test_each_new_filter_alone_on_tied_logits_equals_transformers(name, value, min_tokens_to_keep):
+    """Equal logits in pairs: ties at every cut-off, where a < against a <= would show."""
+    logits = torch.tensor([[3.0, 3.0, 1.0, 1.0, 0.0, 0.0, -2.0, float("-inf")]])
+    (warper,) = hf_warpers(min_tokens_to_keep, **{name: value})
+    ours = filter_logits(logits, min_tokens_to_keep=min_tokens_to_keep, **{name: value})
+    assert torch.equal(ours, warper(torch.zeros((1, 1), dtype=torch.long), logits))
+
+
+def test_min_tokens_to_keep_lifts_top_k_and_top_p_as_in_transformers():
+    logits = torch.tensor([[4.0, 1.0, 0.5, 0.0]])
+    assert torch.isfinite(filter_logits(logits, top_k=1, min_tokens_to_keep=3)).sum() == 3
+    # top-p = 0.5 would keep only the first token (it holds 0.9 of the mass): three stay anyway.
+    assert torch.isfinite(filter_logits(logits, top_p=0.5, min_tokens_to_keep=3)).sum() == 3
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        ({"min_p": 1.5}, "min_p must be"),
+        ({"typical_p": 1.0}, "typical_p must be"),
+        ({"epsilon": 0.0}, "epsilon must be"),
+        ({"eta": float("nan")}, "eta must be"),
+        ({"min_tokens_to_keep": 0}, "min_tokens_to_keep must be"),
+    ],
+)
+def test_bad_new_filter_settings_are_refused_by_name(kwargs, words):
+    with pytest.raises(ValueError, match=words):
+        filter_logits(torch.zeros(1, 4), **kwargs)
+
+
+def test_a_tiny_temperature_gives_the_argmax_not_nan():
+    """logits / 1e-39 overflows float32 to inf, and softmax(inf, ...) is NaN; shifting by the max first
+    keeps the exact limit, all mass on the argmax (PyTorch's own softmax on the shifted logits agrees)."""
+    from inferlab.decoding import filtered_probs
+
+    logits = torch.tensor([[2.0, 1.0, 0.5, -1.0], [0.0, 0.1, 0.2, 0.3]])
+    assert torch.isnan(torch.softmax(logits / 1e-39, dim=-1)).any()  # the naive way
+    probs = filtered_probs(logits, temperature=1e-39)
+    assert torch.equal(probs, torch.nn.functional.one_hot(logits.argmax(-1), 4).float())
+    # Elsewhere the shift changes nothing: the same probabilities as transformers' warper + softmax.
+    reference = TemperatureLogitsWarper(0.7)(torch.zeros((2, 1), dtype=torch.long), logits).softmax(-1)
+    torch.testing.assert_close(filtered_probs(logits, temperature=0.7), reference)
+
+
+@pytest.mark.parametrize(
+    "logits",
+    [
+        torch.tensor([[0.0, float("nan"), 1.0]]),
+        torch.tensor([[0.0, float("inf"), 1.0]]),
+        torch.full((2, 3), float("-inf")),
+    ],
+    ids=["nan", "+inf", "all -inf"],
+)
+def test_samplers_refuse_logits_with_no_distribution(logits):
+    """softmax would give NaN probabilities and multinomial a plausible-looking id: refuse by name."""
+    from inferlab.checks import NonFiniteError
+    from inferlab.decoding import filtered_probs
+
+    for sampler in (filtered_probs, sample_next):
+        with pytest.raises(NonFiniteError, match="logits"):
+            sampler(logits)
+    assert issubclass(NonFiniteError, ValueError)
+    # filter_logits alone propagates, the way transformers' warpers do.
+    assert torch.equal(torch.isnan(filter_logits(logits, top_k=2)), torch.isnan(TopKLogitsWarper(2)(None, logits)))

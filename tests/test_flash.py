@@ -343,3 +343,73 @@ def test_tiled_attention_inside_llama_matches_its_own_attention(tiny_pair):
                 model(ids[:, :5], attention_mask=torch.tensor([[1, 1, 1, 1, 1], [0, 1, 1, 1, 1]]), use_cache=False)
     finally:
         model.set_attn_implementation(before)
+
+
+# ----------------------------------------------------------------------------------------------
+# Issue 18: NaN and inf propagate as PyTorch's SDPA propagates them (its output is the reference),
+# float64 stays float64, and a switch like causal takes only True or False.
+
+
+def poisoned(tensor: torch.Tensor, value: float, row: int) -> torch.Tensor:
+    tensor = tensor.clone()
+    tensor[0, row, 1] = value
+    return tensor
+
+
+@pytest.mark.parametrize("attention", ["standard", "flash"])
+@pytest.mark.parametrize(
+    ("name", "value", "row", "causal"),
+    [
+        ("q", math.nan, 3, False),
+        ("q", math.nan, 3, True),
+        ("k", math.inf, 4, False),
+        ("k", -math.inf, 4, False),
+        ("v", math.nan, 2, False),
+        ("k", math.nan, 0, True),  # key 0 is seen by every query, causal or not
+        ("q", math.inf, 6, True),
+    ],
+)
+def test_nan_and_inf_come_out_where_sdpa_puts_them(attention, name, value, row, causal):
+    generator = torch.Generator().manual_seed(11)
+    tensors = {n: torch.randn(2, 9, 8, generator=generator) for n in "qkv"}
+    tensors[name] = poisoned(tensors[name], value, row)
+    expected = F.scaled_dot_product_attention(tensors["q"], tensors["k"], tensors["v"], is_causal=causal)
+    if attention == "standard":
+        out = standard_attention(tensors["q"], tensors["k"], tensors["v"], causal=causal)
+    else:
+        out = flash_attention(tensors["q"], tensors["k"], tensors["v"], causal=causal, block_q=4, block_k=4)
+    nan = torch.isnan(expected)
+    assert nan.any() or value == -math.inf, "the poisoned entry must reach some output"
+    assert torch.equal(torch.isnan(out), nan), "a NaN became a number, or a number became NaN"
+    torch.testing.assert_close(out[~nan], expected[~nan], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("attention", [standard_attention, flash_attention])
+def test_a_row_with_no_visible_key_is_zero_as_in_sdpa(attention):
+    q, k, v = (torch.randn(1, 5, 8) for _ in range(3))
+    k[0, :, :] = -math.inf  # every score is -inf: nothing to attend to
+    q = q.abs() + 0.1  # positive queries: each score is +sum(q) * -inf = -inf, never NaN
+    expected = F.scaled_dot_product_attention(q, k, v)
+    assert torch.equal(expected, torch.zeros_like(expected))
+    assert torch.equal(attention(q, k, v), expected)
+
+
+def test_float64_is_computed_in_float64_so_gradcheck_passes():
+    generator = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(1, 5, 4, dtype=torch.float64, generator=generator).requires_grad_() for _ in range(3))
+    assert flash_attention(q, k, v).dtype == standard_attention(q, k, v).dtype == torch.float64
+    for causal in (False, True):
+        assert torch.autograd.gradcheck(lambda a, b, c, m=causal: FlashAttention.apply(a, b, c, m, 2, 2), (q, k, v))
+    # And the float64 result agrees with SDPA in float64 to float64 precision, not float32's.
+    expected = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    torch.testing.assert_close(
+        flash_attention(q, k, v, causal=True, block_q=2, block_k=2), expected, atol=1e-12, rtol=0
+    )
+
+
+@pytest.mark.parametrize("causal", ["yes", "no", 1, None])
+@pytest.mark.parametrize("attention", [standard_attention, flash_attention])
+def test_causal_must_be_a_bool(attention, causal):
+    q = torch.zeros(1, 4, 8)
+    with pytest.raises(TypeError, match="causal must be True or False"):
+        attention(q, q, q, causal=causal)

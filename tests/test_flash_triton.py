@@ -159,3 +159,45 @@ def test_gpu_backward_matches_sdpa(causal):
     theirs = torch.autograd.grad(F.scaled_dot_product_attention(q, k, v, is_causal=causal), (q, k, v), grad_out)
     for a, b in zip(ours, theirs, strict=True):
         torch.testing.assert_close(a.float(), b.float(), atol=3e-2, rtol=3e-2)
+
+
+NAN_SCRIPT = textwrap.dedent(
+    """
+    import json
+    import torch
+    import torch.nn.functional as F
+    from inferlab.flash import triton_attention
+
+    torch.set_num_threads(1)
+    g = torch.Generator().manual_seed(5)
+    q, k, v = (torch.randn(1, 2, 16, 16, generator=g) for _ in range(3))
+    report = {}
+    for name, causal, poisoned in [
+        ("nan_q", False, "q"), ("inf_k", False, "k"), ("nan_v", False, "v"), ("nan_q_causal", True, "q"),
+    ]:
+        tensors = {"q": q.clone(), "k": k.clone(), "v": v.clone()}
+        tensors[poisoned][0, 1, 5, 3] = float("inf") if poisoned == "k" else float("nan")
+        out = triton_attention(tensors["q"], tensors["k"], tensors["v"], causal=causal, block_q=16, block_k=16)
+        expected = F.scaled_dot_product_attention(tensors["q"], tensors["k"], tensors["v"], is_causal=causal)
+        nan = expected.isnan()
+        report[name] = {
+            "same_nan_rows": bool(torch.equal(out.isnan(), nan)),
+            "expected_nans": int(nan.sum()),
+            "max_error_elsewhere": (out[~nan] - expected[~nan]).abs().max().item(),
+        }
+    print(json.dumps(report))
+    """
+)
+
+
+def test_interpreted_kernel_propagates_nan_and_inf_like_sdpa():
+    """Issue 18: a NaN in q (or an inf in k) used to come out as 0.0 because a NaN row sum failed the
+    "row saw a key" test; the kernel must put NaN exactly where PyTorch's SDPA does."""
+    env = dict(os.environ, TRITON_INTERPRET="1", OMP_NUM_THREADS="1")
+    done = subprocess.run([sys.executable, "-c", NAN_SCRIPT], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    for name, result in report.items():
+        assert result["expected_nans"] > 0, name  # the case does poison something
+        assert result["same_nan_rows"], f"{name}: NaN where SDPA has none, or a number where SDPA has NaN"
+        assert result["max_error_elsewhere"] < 1e-4, name

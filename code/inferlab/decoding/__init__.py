@@ -9,22 +9,30 @@ from inferlab.decoding.sampling import (
     ancestral_sample,
     apply_temperature,
     distinct_n,
+    epsilon_filter,
+    eta_filter,
     filter_logits,
     filtered_probs,
+    min_p_filter,
     sample_next,
     top_k_filter,
     top_p_filter,
+    typical_filter,
 )
 
 __all__ = [
     "ancestral_sample",
     "apply_temperature",
     "distinct_n",
+    "epsilon_filter",
+    "eta_filter",
     "filter_logits",
     "filtered_probs",
+    "min_p_filter",
     "sample_next",
     "top_k_filter",
     "top_p_filter",
+    "typical_filter",
 ]
 
 from inferlab.decoding.examples import page_model

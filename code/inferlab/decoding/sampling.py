@@ -14,7 +14,6 @@ Diversity-Promoting Objective Function for Neural Conversation Models").
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -132,6 +131,15 @@ def top_p_filter(logits: torch.Tensor, p: float, min_tokens_to_keep: int = 1) ->
 
 
 # --8<-- [start:truncation]
+def check_cutoff(name: str, value: float, min_tokens_to_keep: int, closed: bool = False) -> None:
+    """Raise ValueError unless value is in (0, 1) ([0, 1] if closed) and min_tokens_to_keep is an integer >= 1."""
+    number = not isinstance(value, bool) and isinstance(value, (int, float))
+    if not number or not (0 <= value <= 1 if closed else 0 < value < 1):
+        raise ValueError(f"{name} must be a number in {'[0, 1]' if closed else '(0, 1)'}, got {value!r}")
+    if isinstance(min_tokens_to_keep, bool) or not isinstance(min_tokens_to_keep, int) or min_tokens_to_keep < 1:
+        raise ValueError(f"min_tokens_to_keep must be an integer >= 1, got {min_tokens_to_keep!r}")
+
+
 def keep_at_least(drop: torch.Tensor, logits: torch.Tensor, min_tokens_to_keep: int) -> torch.Tensor:
     """Return ``drop`` with the ``min_tokens_to_keep`` highest logits of each row spared."""
     keep = min(min_tokens_to_keep, logits.shape[-1])
@@ -144,6 +152,7 @@ def min_p_filter(logits: torch.Tensor, min_p: float, min_tokens_to_keep: int = 1
     Min-p sampling (Nguyen et al. 2024): the cut-off follows the model's confidence, strict when one
     token dominates and loose when many are plausible.
     """
+    check_cutoff("min_p", min_p, min_tokens_to_keep, closed=True)
     probs = logits.softmax(dim=-1)
     drop = probs < min_p * probs.amax(dim=-1, keepdim=True)
     return logits.masked_fill(keep_at_least(drop, probs, min_tokens_to_keep), float("-inf"))
@@ -155,6 +164,7 @@ def typical_filter(logits: torch.Tensor, typical_p: float, min_tokens_to_keep: i
     Locally typical sampling (Meister et al. 2023): a token is "typical" when -log p(token) is near
     the expected surprise H = -sum p log p; the most typical tokens are kept, as in top-p.
     """
+    check_cutoff("typical_p", typical_p, min_tokens_to_keep)
     log_probs = logits.log_softmax(dim=-1)
     entropy = -(log_probs * log_probs.exp()).nansum(dim=-1, keepdim=True)  # nansum: 0 * -inf terms
     distance = (-log_probs - entropy).abs()
@@ -169,6 +179,7 @@ def typical_filter(logits: torch.Tensor, typical_p: float, min_tokens_to_keep: i
 
 def epsilon_filter(logits: torch.Tensor, epsilon: float, min_tokens_to_keep: int = 1) -> torch.Tensor:
     """Return logits without the tokens of probability below ``epsilon`` (Hewitt et al. 2022)."""
+    check_cutoff("epsilon", epsilon, min_tokens_to_keep)
     drop = logits.softmax(dim=-1) < epsilon
     return logits.masked_fill(drop & ~kept_by_top_k(logits, min_tokens_to_keep), float("-inf"))
 
@@ -179,6 +190,7 @@ def eta_filter(logits: torch.Tensor, eta: float, min_tokens_to_keep: int = 1) ->
     Eta sampling lowers the epsilon cut-off when the distribution is spread out (high entropy), so a
     flat distribution keeps more of its tail than a peaked one.
     """
+    check_cutoff("eta", eta, min_tokens_to_keep)
     probs = logits.softmax(dim=-1)
     log_probs = logits - logits.logsumexp(dim=-1, keepdim=True)
     # H = -sum p log p; clamping log p at the dtype's lowest value makes a 0 * log 0 term 0, not NaN.
@@ -366,6 +378,9 @@ def distinct_n(sequences: Sequence[Sequence[int]], n: int) -> float:
     """Return distinct n-grams / all n-grams over the sequences (1.0: no n-gram repeats)."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"n must be an integer >= 1, got {n!r}")
+    is_list = isinstance(sequences, Sequence) and not isinstance(sequences, (str, bytes))
+    if not is_list or not all(isinstance(seq, Sequence) and not isinstance(seq, str) for seq in sequences):
+        raise TypeError(f"sequences must be a list of token-id lists, got {sequences!r:.60}")
     all_ngrams = [tuple(seq[i : i + n]) for seq in sequences for i in range(len(seq) - n + 1)]
     if not all_ngrams:
         raise ValueError(f"no sequence is long enough to hold an {n}-gram")

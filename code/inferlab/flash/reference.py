@@ -94,6 +94,9 @@ def causal_mask(n_q: int, n_k: int, device: torch.device | str = "cpu") -> torch
     The queries are the *last* n_q positions of the sequence (as when decoding with a KV cache), so
     with n_q > n_k the first n_q - n_k queries see no key at all; their output is defined as 0.
     """
+    for name, value in (("n_q", n_q), ("n_k", n_k)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
     query_position = torch.arange(n_q, device=device)[:, None] + (n_k - n_q)
     key_position = torch.arange(n_k, device=device)[None, :]
     return key_position <= query_position

@@ -188,6 +188,22 @@ class Rotary(nn.Module):
 # --8<-- [end:rotary]
 
 
+def check_cached_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_start: int, causal: bool) -> None:
+    """Raise unless q (batch, heads, Tq, d) and k, v (batch, kv_heads, Tk, d) fit together and kv_heads divides heads."""
+    for name, tensor in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(tensor, torch.Tensor) or tensor.dim() != 4:
+            raise TypeError(f"{name} must be a 4-dim tensor (batch, heads, T, head_dim), got {type(tensor).__name__}")
+    if k.shape != v.shape or q.shape[0] != k.shape[0] or q.shape[3] != k.shape[3] or q.shape[1] % k.shape[1]:
+        raise ValueError(
+            f"q, k and v must share batch and head_dim, k and v one shape, and kv_heads must divide heads; "
+            f"got q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
+        )
+    if isinstance(q_start, bool) or not isinstance(q_start, int) or q_start < 0:
+        raise ValueError(f"q_start must be an integer >= 0, got {q_start!r}")
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal must be True or False, got {causal!r}")
+
+
 # --8<-- [start:attention]
 def causal_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_start: int = 0, causal: bool = True
@@ -198,6 +214,7 @@ def causal_attention(
     and values of positions 0..Tk-1. ``causal=False`` lets every query see every key (bidirectional,
     as in BERT): the experiment that shows why only causal attention can be cached.
     """
+    check_cached_attention(q, k, v, q_start, causal)
     batch, heads, q_len, head_dim = q.shape
     kv_heads, k_len = k.shape[1], k.shape[2]
     # Grouped-query attention: query heads g*group .. g*group + group-1 share key/value head g.
@@ -347,18 +364,18 @@ class LlamaDecoder(nn.Module):
         for layer in self.layers:
             layer.keys_computed = 0
 
-    def check_ids(self, ids: torch.Tensor, first_position: int = 0) -> None:
+    def check_ids(self, ids: torch.Tensor, first_position: int = 0, name: str = "ids") -> None:
         """Raise a ValueError/TypeError unless ids is a (batch, T >= 1) integer tensor that fits the positions."""
         if not isinstance(ids, torch.Tensor) or ids.dtype not in (torch.int64, torch.int32):
             raise TypeError(
-                f"ids must be an integer torch.Tensor of shape (batch, T), got {type(ids).__name__}"
+                f"{name} must be an integer torch.Tensor of shape (batch, T), got {type(ids).__name__}"
                 + (f" of {ids.dtype}" if isinstance(ids, torch.Tensor) else "")
             )
         if ids.dim() != 2 or ids.shape[0] < 1 or ids.shape[1] < 1:
-            raise ValueError(f"ids must have shape (batch >= 1, T >= 1), got {tuple(ids.shape)}")
+            raise ValueError(f"{name} must have shape (batch >= 1, T >= 1), got {tuple(ids.shape)}")
         if ids.min() < 0 or ids.max() >= self.vocab_size:  # the embedding would fail with a bare IndexError
             bad = ids[(ids < 0) | (ids >= self.vocab_size)][0].item()
-            raise ValueError(f"ids must be token ids in 0..{self.vocab_size - 1} (the vocabulary), got {bad}")
+            raise ValueError(f"{name} must be token ids in 0..{self.vocab_size - 1} (the vocabulary), got {bad}")
         if isinstance(first_position, bool) or not isinstance(first_position, int) or first_position < 0:
             raise ValueError(f"first_position must be an integer >= 0, got {first_position!r}")
         if first_position + ids.shape[1] > self.max_positions:

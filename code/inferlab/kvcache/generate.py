@@ -44,7 +44,7 @@ def check_generation_args(
         raise ValueError(f"max_new_tokens (k) must be an integer >= 0, got {max_new_tokens!r}")
     if isinstance(input_ids, torch.Tensor) and input_ids.dim() == 2 and input_ids.shape[1] < 1:
         raise ValueError(f"input_ids must hold a prompt of T >= 1 tokens, got shape {tuple(input_ids.shape)}")
-    decoder.check_ids(input_ids)
+    decoder.check_ids(input_ids, name="input_ids")
     if on_token is not None and not callable(on_token):
         raise TypeError(f"on_token must be a function of the number of new tokens, or None, got {on_token!r}")
     total = input_ids.shape[1] + max_new_tokens

@@ -294,7 +294,8 @@ class BlockManager:
     def _checked_tokens(token_ids: Sequence[int]) -> list[int]:
         if isinstance(token_ids, (str, bytes)) or not hasattr(token_ids, "__len__"):
             raise TypeError(f"token_ids must be a sequence of ints, got {type(token_ids).__name__}")
-        tokens = [int(t) if hasattr(t, "__index__") else t for t in token_ids]
+        # True is not a token id, though Python lets it pass for 1: keep bools as they are, to be refused.
+        tokens = [int(t) if hasattr(t, "__index__") and not isinstance(t, bool) else t for t in token_ids]
         if not tokens:
             raise ValueError("token_ids must hold at least one token id, got an empty sequence")
         bad = [t for t in tokens if not isinstance(t, int) or isinstance(t, bool) or t < 0]
