@@ -357,6 +357,7 @@ def argument_cases() -> list[Case]:
 def special_cases() -> list[Case]:
     """Return the cases one bad argument value does not cover: NaN and inf, sizes, files, models."""
     from inferlab import bench, decoding, flash, kvcache, paged
+    from inferlab.decoding.search import dp_pairs_per_step, viterbi
 
     q, k, v = qkv()
     nan_q, inf_k, nan_v = poisoned(q, NAN), poisoned(k, INF), poisoned(v, NAN)
@@ -405,6 +406,10 @@ def special_cases() -> list[Case]:
         Case("decoding", "greedy_decode", "table model past its steps", lambda: decoding.greedy_decode(two_step_table(), 3), "length"),
         Case("decoding", "ancestral_sample", "table model past its steps", lambda: decoding.ancestral_sample(two_step_table(), 3), "length"),
         Case("decoding", "distinct_n", "sequences=None", lambda: decoding.distinct_n(None, 2), "sequences"),
+        Case("decoding", "viterbi", "an empty start", lambda: viterbi([], [], 2), "start"),
+        Case("decoding", "viterbi", "NaN in start", lambda: viterbi([NAN, 1.0], [[0.5, 0.5], [0.5, 0.5]], 2), "start"),
+        Case("decoding", "viterbi", "a short transition row", lambda: viterbi([0.5, 0.5], [[0.5, 0.5], [1.0]], 2), "transition"),
+        Case("decoding", "dp_pairs_per_step", "10^9 states to follow", lambda: dp_pairs_per_step(1000, 5, 3), "order"),
         Case("decoding", "MarkovModel", "tables=None", lambda: decoding.MarkovModel(1, None), "tables"),
         Case("decoding", "MarkovModel", "a row summing to 0.9", lambda: decoding.MarkovModel(0, [[0.5, 0.4]]), "tables"),
         Case("decoding", "MarkovModel", "NaN in a table", lambda: decoding.MarkovModel(0, [[NAN, 1.0]]), "tables"),

@@ -30,6 +30,8 @@ def dp_pairs_per_step(vocab: int, length: int, order: int) -> list[int]:
     for name, value, least in (("vocab", vocab, 1), ("length", length, 1), ("order", order, 0)):
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
             raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
+    if vocab ** min(order, length - 1) > 10**6:  # the states are kept in a set: refuse before building it
+        raise ValueError(f"order must keep vocab^order states <= 10^6 to follow, got {vocab}^{order}")
     states = {()}  # before the first token: a single state, the empty prefix
     pairs_per_step = []
     for _ in range(length):

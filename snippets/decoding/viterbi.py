@@ -32,6 +32,11 @@ def viterbi(
     """
     if isinstance(length, bool) or not isinstance(length, int) or length < 1:
         raise ValueError(f"length must be an integer >= 1, got {length!r}")
+    table = [list(start), *map(list, transition)]  # V start probabilities, then V rows of V
+    if not start or any(len(row) != len(start) for row in table) or len(table) != len(start) + 1:
+        raise ValueError(f"start must hold V >= 1 probabilities and transition V rows of V, got {table}")
+    if not all(isinstance(p, (int, float)) and 0 <= p <= 1 for row in table for p in row):
+        raise ValueError(f"start and transition must hold probabilities in [0, 1], got {table}")
     vocab = range(len(start))
     best = list(start)  # prefixes of one token: each token is its own best prefix
     trellis, back_pointers = [best], []

@@ -211,6 +211,11 @@ def viterbi(
     """
     if isinstance(length, bool) or not isinstance(length, int) or length < 1:
         raise ValueError(f"length must be an integer >= 1, got {length!r}")
+    table = [list(start), *map(list, transition)]  # V start probabilities, then V rows of V
+    if not start or any(len(row) != len(start) for row in table) or len(table) != len(start) + 1:
+        raise ValueError(f"start must hold V >= 1 probabilities and transition V rows of V, got {table}")
+    if not all(isinstance(p, (int, float)) and 0 <= p <= 1 for row in table for p in row):
+        raise ValueError(f"start and transition must hold probabilities in [0, 1], got {table}")
     vocab = range(len(start))
     best = list(start)  # prefixes of one token: each token is its own best prefix
     trellis, back_pointers = [best], []
@@ -307,6 +312,8 @@ def dp_pairs_per_step(vocab: int, length: int, order: int) -> list[int]:
     for name, value, least in (("vocab", vocab, 1), ("length", length, 1), ("order", order, 0)):
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
             raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
+    if vocab ** min(order, length - 1) > 10**6:  # the states are kept in a set: refuse before building it
+        raise ValueError(f"order must keep vocab^order states <= 10^6 to follow, got {vocab}^{order}")
     states = {()}  # before the first token: a single state, the empty prefix
     pairs_per_step = []
     for _ in range(length):
