@@ -58,3 +58,7 @@ print("draft: ", os.environ["INFERLAB_DRAFT"])
 #   should the formula \(\min(1, p/q)\) give, and what does the cell print?
 # - Change the temperature of the sampled run. Does the greedy check still hold, and why is it
 #   run at temperature 0 only?
+# - The sampled run prints accepted / drafted, which falls as `gamma` grows even when the pair does
+#   not change. Print `sample.alpha_per_token` too: it counts only the drafts the target checked,
+#   and estimates the per-token \(\alpha\) of the formulas (the model card measures the same
+#   quantity under greedy verification).

@@ -17,6 +17,7 @@ import dataclasses
 import functools
 import http.server
 import importlib.util
+import json
 import math
 import os
 import re
@@ -47,6 +48,21 @@ def test_generated_presets_match_the_package():
     """calculator-presets.js is what tools/calculator_presets.py writes from the package today."""
     current = (JS_DIR / "calculator-presets.js").read_text(encoding="utf-8")
     assert current == calculator_presets.render(), "stale: run python tools/calculator_presets.py"
+
+
+def test_speculative_presets_are_the_sweeps_measured_alpha_and_c():
+    """Each preset carries the committed gamma sweep's alpha and the c of its runtime, read from the file."""
+    sweep = json.loads((ROOT / "docs" / "results" / "speculative_gamma_sweep.json").read_text(encoding="utf-8"))
+    found = calculator_presets.speculative_presets()["presets"]
+    assert sorted(found) == ["long-inferlab", "long-transformers", "short-inferlab", "short-transformers"]
+    for regime in ("short", "long"):
+        record = sweep["values"][regime]
+        assert found[f"{regime}-inferlab"]["alpha"] == found[f"{regime}-transformers"]["alpha"] == record["alpha"]
+        assert found[f"{regime}-inferlab"]["c"] == record["c"]
+        assert found[f"{regime}-transformers"]["c"] == record["c_transformers"]
+        assert found[f"{regime}-inferlab"]["gamma"] == record["best_gamma_measured"]
+        assert found[f"{regime}-inferlab"]["measured_speedup"] == record["best_speedup_measured"]
+        assert found[f"{regime}-transformers"]["measured_speedup"] == record["best_speedup_transformers_pair"]
 
 
 # ---------------------------------------------------------------- pure functions in Chromium
@@ -526,6 +542,17 @@ def check_speedup_calculator_on_the_page_shows_pythons_number(page, site_url, la
     assert read_output(page, root, "best_gamma").split()[0] == str(formulas.best_gamma(0.7, 0.1))
     page.fill(f"{root} input[name='alpha']", "1")  # the limit, not a division by zero
     assert read_output(page, root, "tokens_per_step") == f"{formulas.expected_tokens_per_step(1.0, 5):.3f}"
+    # A measured preset sets alpha, gamma and c to the sweep's numbers; the prediction follows them.
+    preset = calculator_presets.speculative_presets()["presets"]["long-inferlab"]
+    page.select_option(f"{root} select[name='preset']", "long-inferlab")
+    assert float(page.input_value(f"{root} input[name='alpha']")) == preset["alpha"]
+    assert float(page.input_value(f"{root} input[name='c']")) == preset["c"]
+    expected = formulas.expected_speedup(preset["alpha"], preset["gamma"], preset["c"])
+    assert read_output(page, root, "speedup") == f"{expected:.3f}×"
+    assert read_output(page, root, "measured").startswith(f"{preset['measured_speedup']:.3f}×")
+    page.fill(f"{root} input[name='c']", "0.2")  # edited by hand: no longer the measured preset
+    assert page.input_value(f"{root} select[name='preset']") == "custom"
+    assert read_output(page, root, "measured") == "—"
     assert page.calculator_errors == []
 
 

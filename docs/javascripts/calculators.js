@@ -323,6 +323,13 @@
       speedup: "Expected speed-up",
       best: "Best γ (1–64)",
       chart: "Expected speed-up for γ = 1 to",
+      specPreset: "Measured on the bundled pair",
+      specRegimes: { short: "short prompt", long: "long prompt" },
+      specRuntimes: { inferlab: "inferlab's decoder", transformers: "transformers" },
+      specMeasured: "Measured best speed-up (this preset)",
+      specAt: "at γ =",
+      listSep: ", ",
+      labelSep: ": ",
       hbmTitle: "Attention HBM traffic and runtime estimate",
       hbmNote: "A model of one head, not a measurement.",
       runtimeModel: "Runtime model",
@@ -374,6 +381,13 @@
       speedup: "預期加速",
       best: "最佳 γ（1–64）",
       chart: "γ = 1 到下列值的預期加速：",
+      specPreset: "內建模型組的實測值",
+      specRegimes: { short: "短提示", long: "長提示" },
+      specRuntimes: { inferlab: "inferlab 解碼器", transformers: "transformers" },
+      specMeasured: "實測最佳加速（此預設值）",
+      specAt: "於 γ =",
+      listSep: "，",
+      labelSep: "：",
       hbmTitle: "注意力的 HBM 流量與執行時間估計",
       hbmNote: "一個注意力頭的模型估計，不是量測值。",
       runtimeModel: "執行時間模型",
@@ -633,6 +647,18 @@
     return svg;
   }
 
+  // The bundled pair's alpha and c as the gamma sweep measured them (calculator-presets.js),
+  // one option per prompt regime and runtime, labelled with the numbers they set.
+  function speculativePresetOptions(t) {
+    const measured = (PRESETS.speculative && PRESETS.speculative.presets) || {};
+    const options = Object.entries(measured).map(([name, p]) => [
+      name,
+      `${t.specRegimes[p.regime] || p.regime}${t.listSep}${t.specRuntimes[p.runtime] || p.runtime}${t.labelSep}` +
+        `α = ${p.alpha.toFixed(2)}${t.listSep}c = ${p.c.toFixed(3)}`,
+    ]);
+    return [["custom", t.custom]].concat(options);
+  }
+
   function mountSpeculative(root, t) {
     const alphaRange = element("input", { type: "range", name: "alpha_range", min: 0, max: 1, step: 0.01, value: 0.8, "aria-hidden": "true", tabindex: -1 });
     const form = frame(
@@ -640,6 +666,7 @@
       t.specTitle,
       t.specFormula,
       [
+        field(t.specPreset, select("preset", speculativePresetOptions(t), "custom")),
         field(t.alpha, numberInput("alpha", 0.8, { min: 0, max: 1, step: 0.01 })),
         element("div", { class: "calc__field calc__field--range" }, alphaRange),
         field(t.gamma, numberInput("gamma", 4, { min: 1, max: 64, step: 1, inputmode: "numeric" })),
@@ -649,14 +676,26 @@
         outputRow("tokens_per_step", t.tokensPerStep),
         outputRow("speedup", t.speedup),
         outputRow("best_gamma", t.best),
+        outputRow("measured", t.specMeasured),
         element("div", { class: "calc__chart-box" }),
       ]
     );
 
     function update(event) {
+      const name = event && event.target.name;
+      const presets = (PRESETS.speculative && PRESETS.speculative.presets) || {};
+      if (name === "preset" && presets[event.target.value]) {
+        const preset = presets[event.target.value];
+        form.elements.alpha.value = preset.alpha;
+        alphaRange.value = preset.alpha;
+        form.elements.gamma.value = preset.gamma;
+        form.elements.c.value = preset.c;
+      } else if (["alpha", "alpha_range", "gamma", "c"].includes(name)) {
+        form.elements.preset.value = "custom"; // edited by hand: no longer the measured numbers
+      }
       // The slider and the number box show the same alpha; whichever moved sets the other.
-      if (event && event.target.name === "alpha_range") form.elements.alpha.value = event.target.value;
-      else if (event && event.target.name === "alpha") alphaRange.value = event.target.value;
+      if (name === "alpha_range") form.elements.alpha.value = event.target.value;
+      else if (name === "alpha") alphaRange.value = event.target.value;
       const alpha = readNumber(form, "alpha");
       const gamma = readNumber(form, "gamma");
       const c = readNumber(form, "c");
@@ -669,6 +708,12 @@
         show(root, "tokens_per_step", tokens.toFixed(3), tokens);
         show(root, "speedup", `${speedup.toFixed(3)}×`, speedup);
         show(root, "best_gamma", `${best} (${bestSpeedup.toFixed(3)}×)`, best);
+        const preset = presets[form.elements.preset.value];
+        if (preset) {
+          show(root, "measured", `${preset.measured_speedup.toFixed(3)}× ${t.specAt} ${preset.gamma}`, preset.measured_speedup);
+        } else {
+          show(root, "measured", t.notApplicable);
+        }
         chartBox.replaceChildren(speedupChart(alpha, gamma, c, t.chart));
         showError(root, null);
       } catch (error) {
