@@ -11,6 +11,8 @@ import http.server
 import os
 import re
 import shutil
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -159,3 +161,171 @@ def test_formulas_render(page, site_url):
     page.wait_for_selector("mjx-container svg", timeout=15000)
     assert page.locator("mjx-container").count() >= 5
     assert page.console_errors == []
+
+
+# ---- a reader on a phone, in Colab and in Chinese (tools/reader_hooks.py, reader.css/js) -----
+
+PHONE = {"width": 390, "height": 844}
+
+
+def pages_containing(marker: str) -> list[str]:
+    """Return the site-relative URL of every built page whose HTML contains ``marker``."""
+    return [path for path in site_pages() if marker in (SITE / path / "index.html").read_text(encoding="utf-8")]
+
+
+@pytest.fixture
+def phone(browser, site_url):
+    """A page in a 390 px wide viewport: the width of a common phone."""
+    context = browser.new_context(viewport=PHONE)
+    context.route(re.compile(r"^(?!" + re.escape(site_url) + ")https?://"), answer_offline)
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    yield page
+    context.close()
+
+
+@pytest.mark.parametrize("path", pages_containing('<div class="arithmatex">') or ["(site not built)"])
+def test_display_math_is_visible_on_a_phone(phone, site_url, path):
+    phone.goto(site_url + path, wait_until="load")
+    phone.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
+    phone.evaluate("() => MathJax.startup.promise")
+    phone.wait_for_function(
+        "() => [...document.querySelectorAll('div.arithmatex')].every(e => e.querySelector('mjx-container svg'))"
+    )
+    boxes = phone.eval_on_selector_all(
+        "div.arithmatex",
+        """els => els.map(e => ({
+            tex: e.textContent.slice(0, 60),
+            svg: e.querySelector('mjx-container svg').getBoundingClientRect().width,
+            right: e.getBoundingClientRect().right,
+        }))""",
+    )
+    assert boxes, f"{path}: no display math found"
+    for box in boxes:
+        # An equation shrunk to a pixel is a blank gap; even "x = 1" is wider than 20 px.
+        assert box["svg"] > 20, f"{path}: display math rendered {box['svg']:.0f} px wide: {box['tex']!r}"
+        # A wide equation scrolls inside its own box instead of widening the page.
+        assert box["right"] <= PHONE["width"] + 1, f"{path}: display math overflows the screen: {box['tex']!r}"
+
+
+# What the copy button of every code block copies, read as Material's clipboard does: the
+# nearest ancestor's data-copy attribute, or else the code's text.
+COPY_TEXTS = """() => [...document.querySelectorAll('button[data-md-type="copy"][data-clipboard-target]')].map(button => {
+    const code = document.querySelector(button.getAttribute('data-clipboard-target'));
+    const holder = code.closest('[data-copy]');
+    const block = code.closest('div.highlight');
+    return {
+        text: (holder ? holder.getAttribute('data-copy') : code.textContent).trimEnd(),
+        snippet: block.classList.contains('inferlab-snippet'),
+        language: ([...block.classList].find(c => c.startsWith('language-')) || '').slice(9),
+    };
+})"""
+
+
+def copyable_blocks(browser, site_url) -> dict[str, set[str]]:
+    """Return {copied text: pages} for every Python block with a copy button on the guide pages."""
+    blocks: dict[str, set[str]] = {}
+    for path in pages_containing("<pre"):
+        if path.removeprefix("zh-TW/").startswith("labs/"):
+            continue  # notebooks: their cells build on the set-up cells above them
+        # A fresh context per page: a calculator still busy on the previous page cannot hold up this one.
+        context = browser.new_context()
+        context.route(re.compile(r"^(?!" + re.escape(site_url) + ")https?://"), answer_offline)
+        page = context.new_page()
+        page.set_default_timeout(60_000)
+        page.goto(site_url + path, wait_until="domcontentloaded")  # the code is there; images need not be
+        page.wait_for_function(  # Material adds the copy buttons once its bundle has run
+            """() => document.querySelectorAll('div.highlight:not(.no-copy) pre > code').length
+                === document.querySelectorAll('button[data-md-type="copy"]').length"""
+        )
+        for block in page.evaluate(COPY_TEXTS):
+            if block["language"] in ("", "python", "py") and block["text"]:
+                assert block["snippet"], (
+                    f"{path}: a copyable Python block that is not a snippet: {block['text'][:200]!r}"
+                )
+                blocks.setdefault(block["text"], set()).add(path)
+        context.close()
+    return blocks
+
+
+@pytest.mark.slow  # every guide page, then every snippet run again: minutes on a small machine
+def test_every_copy_button_copies_a_whole_snippet_that_runs_alone(browser, site_url, tmp_path):
+    from inferlab.models import BUNDLED_DIR
+
+    blocks = copyable_blocks(browser, site_url)
+    snippets = {path.read_text(encoding="utf-8").strip(): path for path in (ROOT / "snippets").rglob("*.py")}
+    assert blocks, "no copyable code found on the site"
+    env = dict(
+        os.environ,
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        MPLBACKEND="Agg",
+        INFERLAB_FAST="1",
+        INFERLAB_TARGET=str(BUNDLED_DIR / "target"),
+        INFERLAB_DRAFT=str(BUNDLED_DIR / "draft"),
+        INFERLAB_OUT=str(tmp_path),
+    )
+    failures = []
+    for number, (text, pages) in enumerate(sorted(blocks.items())):
+        where = ", ".join(sorted(pages))
+        without_markers = "\n".join(line for line in text.splitlines() if "--8<-- [" not in line)
+        assert any(
+            without_markers == "\n".join(line for line in source.splitlines() if "--8<-- [" not in line)
+            for source in snippets
+        ), f"{where}: the copy button copies text that is no whole snippet file: {text[:200]!r}"
+        script = tmp_path / f"copied_{number}.py"
+        script.write_text(text + "\n", encoding="utf-8")
+        # A fresh interpreter in isolated mode, with the site's own package made unimportable:
+        # what was copied must stand alone (Colab has torch, transformers, numpy and matplotlib).
+        runner = (
+            f"import runpy, sys; sys.modules['inferlab'] = None; runpy.run_path({str(script)!r}, run_name='__main__')"
+        )
+        result = subprocess.run(
+            [sys.executable, "-I", "-c", runner], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+        )
+        if result.returncode != 0:
+            failures.append(f"{where}: copied code failed:\n{result.stderr[-2000:]}")
+    assert not failures, "\n\n".join(failures)
+
+
+# Glossary terms and the guide that teaches each: the guide must be among the first three pages a
+# search lists, and every result must be in the language of the page searched from.
+SEARCH_CASES = [
+    ("", "speculative decoding", "speculative/draft-verify-accept/"),
+    ("", "KV cache", "kvcache/kv-cache/"),
+    ("", "prompt lookup", "speculative/prompt-lookup/"),
+    ("", "token tree", "speculative/token-trees/"),
+    ("", "prefill", "kvcache/prefill-decode/"),
+    ("", "perplexity", "decoding/autoregressive/"),
+    ("", "nucleus sampling", "decoding/sampling/"),
+    ("", "prefix caching", "paged/prefix-caching/"),
+    ("", "online softmax", "flash/tiling/"),
+    ("", "block table", "paged/paged-attention/"),
+    ("zh-TW/", "推測解碼", "zh-TW/speculative/draft-verify-accept/"),
+    ("zh-TW/", "KV 快取", "zh-TW/kvcache/kv-cache/"),
+    ("zh-TW/", "提示查找", "zh-TW/speculative/prompt-lookup/"),
+    ("zh-TW/", "詞元樹", "zh-TW/speculative/token-trees/"),
+    ("zh-TW/", "預填", "zh-TW/kvcache/prefill-decode/"),
+    ("zh-TW/", "困惑度", "zh-TW/decoding/autoregressive/"),
+    ("zh-TW/", "核取樣", "zh-TW/decoding/sampling/"),
+    ("zh-TW/", "前綴快取", "zh-TW/paged/prefix-caching/"),
+    ("zh-TW/", "線上 softmax", "zh-TW/flash/tiling/"),
+    ("zh-TW/", "區塊表", "zh-TW/paged/paged-attention/"),
+]
+
+
+@pytest.mark.parametrize("start, query, teacher", SEARCH_CASES)
+def test_search_finds_the_guide_that_teaches_a_term_in_the_same_language(page, site_url, start, query, teacher):
+    page.goto(site_url + start, wait_until="load")
+    box = page.locator("input.md-search__input")
+    box.fill(query)
+    box.press("End")  # Material reads the query on keyup (see test_search_finds_words)
+    results = page.locator(".md-search-result__item > .md-search-result__link")
+    results.first.wait_for(timeout=60_000)
+    page.wait_for_timeout(500)  # the first results can be replaced once the last key is read
+    hrefs = results.evaluate_all("links => links.map(a => a.href.split('#')[0].split('?')[0])")
+    found = list(dict.fromkeys(href.removeprefix(site_url) for href in hrefs))
+    language_root = "zh-TW/" if start else ""
+    strays = [url for url in found if url.startswith("zh-TW/") != bool(language_root)]
+    assert not strays, f"{query!r} from /{start} lists pages in the other language: {strays}"
+    assert teacher in found[:3], f"{query!r}: {teacher} is not among the first three results {found[:5]}"

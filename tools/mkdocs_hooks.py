@@ -27,6 +27,8 @@ from pathlib import Path
 from mkdocs.exceptions import PluginError
 from mkdocs.plugins import event_priority
 
+from inferlab.bench import labels
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import glossary_links  # noqa: E402  (a sibling module: mkdocs loads this file by path)
 import sitecheck  # noqa: E402
@@ -113,14 +115,27 @@ def format_value(value, spec: str) -> str:
     return format(value, spec)
 
 
-def render_table(record: dict, key: str) -> str:
+def render_table(record: dict, key: str, language: str = "en") -> str:
+    """Return a list of records as a Markdown table, headers and row labels in the page's language.
+
+    Column keys (``naive_s``) become words with units, and English row labels are translated, from
+    ``inferlab.bench.labels``; data columns (tokens, model names) are shown as they are.
+    """
     rows = lookup(record, key)
     if not rows or not isinstance(rows, list) or not isinstance(rows[0], dict):
         raise PluginError(f"result {record['name']!r} value {key!r} is not a non-empty list of records")
     columns = list(rows[0])
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+
+    def cell(row: dict, column: str) -> str:
+        value = row.get(column, "")
+        if isinstance(value, str) and column not in labels.DATA_COLUMNS:
+            return labels.cell_label(value, language)
+        return format_value(value, "")
+
+    headers = [labels.column_label(column, language) for column in columns]
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(columns)]
     for row in rows:
-        lines.append("| " + " | ".join(format_value(row.get(c, ""), "") for c in columns) + " |")
+        lines.append("| " + " | ".join(cell(row, c) for c in columns) + " |")
     return "\n".join(lines)
 
 
@@ -163,7 +178,7 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
                 raise PluginError(f"{page.file.src_uri}: use {{{{result NAME KEY [FORMAT]}}}}, got {match.group(0)}")
             return format_value(lookup(record, args[1]), args[2] if len(args) == 3 else "")
         if kind == "table":
-            return render_table(record, args[1])
+            return render_table(record, args[1], language)
         return render_provenance(record, args[0], language)
 
     problems = [problem for target in sitecheck.SNIPPET.findall(markdown) if (problem := include_problem(target))]

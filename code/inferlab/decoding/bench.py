@@ -31,6 +31,7 @@ import torch
 from tqdm import tqdm
 
 from inferlab.bench import results_dir, time_call, write_result
+from inferlab.bench.figures import save_figure as save_bilingual
 from inferlab.decoding.examples import GREEDY_PAGE_LENGTH, NEXT, START, VITERBI_PAGE_LENGTH, page_model
 from inferlab.decoding.sampling import distinct_n, filtered_probs, sample_next
 from inferlab.decoding.search import (
@@ -92,8 +93,8 @@ def figures_dir() -> Path:
 
 
 def save_figure(fig, name: str) -> None:
-    """Save docs/figures/decoding/<name>.png (both languages show it: the plots carry no text to translate)."""
-    fig.savefig(figures_dir() / f"{name}.png", dpi=120)
+    """Save docs/figures/decoding/<name>.png and its zh-TW version, <name>.zh-TW.png."""
+    save_bilingual(fig, figures_dir() / f"{name}.png", dpi=120)
 
 
 def pyplot():

@@ -23,6 +23,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from inferlab.bench import read_result, results_dir, write_result
+from inferlab.bench.figures import save_figure as save_bilingual
 
 from .traffic import GPU_PRESETS, attention_flops, blocks_from_sram, estimate_runtime, hbm_traffic
 
@@ -45,8 +46,8 @@ def figures_dir() -> Path:
 
 
 def save_figure(fig, name: str) -> None:
-    """Save docs/figures/flash/<name>.png (both languages show it: the plots carry no text to translate)."""
-    fig.savefig(figures_dir() / f"{name}.png", dpi=120)
+    """Save docs/figures/flash/<name>.png and its zh-TW version, <name>.zh-TW.png."""
+    save_bilingual(fig, figures_dir() / f"{name}.png", dpi=120)
 
 
 # ---------------------------------------------------------------- CPU peak memory

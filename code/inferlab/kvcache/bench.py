@@ -25,6 +25,7 @@ import torch
 from tqdm import tqdm
 
 from inferlab.bench import read_result, repo_root, time_interleaved, write_result
+from inferlab.bench.figures import save_figure as save_bilingual
 from inferlab.kvcache.decoder import LlamaDecoder
 from inferlab.kvcache.generate import KVCache, forward_with_cache, generate_cached, generate_naive
 from inferlab.kvcache.size import PRESETS, attention_variants, kv_cache_bytes, max_batch_size
@@ -310,8 +311,7 @@ def draw_figures(figures: Path) -> list[Path]:
     right.set(xscale="log", yscale="log", xlabel="new tokens k", ylabel="ratio", title="What the cache saves")
     right.legend()
     fig.tight_layout()
-    written.append(figures / "naive_vs_cached.png")
-    fig.savefig(written[-1], dpi=120)
+    written += save_bilingual(fig, figures / "naive_vs_cached.png", dpi=120)  # name.png and name.zh-TW.png
     plt.close(fig)
 
     rows = read_result("kvcache_prefill_decode")["values"]["rows"]
@@ -322,8 +322,7 @@ def draw_figures(figures: Path) -> list[Path]:
     ax.set(xscale="log", yscale="log", xlabel="prompt length T", ylabel="time (ms)", title="Prefill vs decode")
     ax.legend()
     fig.tight_layout()
-    written.append(figures / "prefill_decode.png")
-    fig.savefig(written[-1], dpi=120)
+    written += save_bilingual(fig, figures / "prefill_decode.png", dpi=120)  # name.png and name.zh-TW.png
     plt.close(fig)
 
     values = read_result("kvcache_sizes")["values"]
@@ -340,8 +339,7 @@ def draw_figures(figures: Path) -> list[Path]:
     ax.set(ylabel="KiB per token (bf16)", title="KV cache per token: MHA vs GQA vs MQA")
     ax.legend()
     fig.tight_layout()
-    written.append(figures / "cache_per_token.png")
-    fig.savefig(written[-1], dpi=120)
+    written += save_bilingual(fig, figures / "cache_per_token.png", dpi=120)  # name.png and name.zh-TW.png
     plt.close(fig)
     return written
 

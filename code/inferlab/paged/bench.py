@@ -17,6 +17,7 @@ from tqdm import tqdm
 
 from inferlab.bench import read_result, repo_root
 from inferlab.bench import write_result as _write_result
+from inferlab.bench.figures import save_figure as save_bilingual
 
 LABS = ("fragmentation", "model", "offload", "invalidation", "multiturn", "throughput", "offload-gpu")
 # The offloading curve's model: Qwen2.5-1.5B-Instruct (1.54 B parameters, model card) in fp16.
@@ -40,8 +41,8 @@ def figures_dir() -> Path:
 
 
 def save_figure(fig, name: str, **kwargs) -> None:
-    """Save docs/figures/paged/<name>.png (both languages show it: the plots carry no text to translate)."""
-    fig.savefig(figures_dir() / f"{name}.png", dpi=120, **kwargs)
+    """Save docs/figures/paged/<name>.png and its zh-TW version, <name>.zh-TW.png."""
+    save_bilingual(fig, figures_dir() / f"{name}.png", dpi=120, **kwargs)
 
 
 def run_fragmentation() -> None:

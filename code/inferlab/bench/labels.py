@@ -1,0 +1,385 @@
+"""The words that tables and figures show, in both languages of the site.
+
+Result files name their columns with short keys (``naive_s``, ``ttft_ms``) and their rows with
+English labels ("space before document"). A page shows neither as they are: the ``{{table}}`` hook
+(``tools/mkdocs_hooks.py``) looks every column up in ``COLUMNS`` (words with units, per language)
+and every label in ``CELLS``, and figures are drawn once per language with ``FIGURE_TEXT``
+(``inferlab.bench.figures``). A zh-TW page that would show an English header or label fails a
+test (``tests/test_labels.py``), which names the missing entry.
+"""
+
+from __future__ import annotations
+
+import re
+
+LANGUAGES = ("en", "zh-TW")
+
+# Result-table column key -> (English header, zh-TW header). Units in parentheses.
+COLUMNS: dict[str, tuple[str, str]] = {
+    # decoding
+    "t": ("t", "t"),
+    "T": ("T", "T"),
+    "token": ("token", "詞元"),
+    "p(token ∣ prefix)": ("p(token ∣ prefix)", "p(詞元 ∣ 前文)"),
+    "-log p": ("−log p", "−log p"),
+    "sequence": ("sequence", "序列"),
+    "p": ("p", "p"),
+    "log p": ("log p", "log p"),
+    "found by": ("found by", "誰找到它"),
+    "X": ("X", "X"),
+    "Y": ("Y", "Y"),
+    "Z": ("Z", "Z"),
+    "DP operations": ("DP operations", "動態規劃運算次數"),
+    "brute-force operations": ("brute-force operations", "暴力枚舉運算次數"),
+    "DP ms": ("DP (ms)", "動態規劃（毫秒）"),
+    "brute-force ms": ("brute force (ms)", "暴力枚舉（毫秒）"),
+    "setting": ("setting", "設定"),
+    "kept tokens": ("tokens kept", "保留的詞元數"),
+    "top-1 p": ("p of the top token", "最可能詞元的 p"),
+    "entropy (nats)": ("entropy (nats)", "熵（nats）"),
+    "strategy": ("strategy", "策略"),
+    "distinct-1": ("distinct-1", "distinct-1"),
+    "distinct-2": ("distinct-2", "distinct-2"),
+    "distinct-3": ("distinct-3", "distinct-3"),
+    # kvcache
+    "model": ("model", "模型"),
+    "layers": ("layers", "層數"),
+    "kv_heads": ("KV heads", "KV 頭數"),
+    "head_dim": ("head size", "每頭維度"),
+    "KiB_per_token": ("cache per token (KiB)", "每個詞元的快取（KiB）"),
+    "GiB_at_8192_tokens": ("cache at 8192 tokens (GiB)", "8192 個詞元的快取（GiB）"),
+    "max_batch_in_16_GiB": ("sequences of 8192 tokens in 16 GiB", "16 GiB 能放幾條 8192 詞元的序列"),
+    "attention": ("attention", "注意力"),
+    "layer": ("layer", "層"),
+    "causal_max_change": ("largest key change, causal", "鍵的最大變化（因果）"),
+    "bidirectional_max_change": ("largest key change, bidirectional", "鍵的最大變化（雙向）"),
+    "k": ("k", "k"),
+    "naive_s": ("naive loop (s)", "無快取迴圈（秒）"),
+    "cached_s": ("cached loop (s)", "有快取迴圈（秒）"),
+    "time_ratio": ("time ratio", "時間比"),
+    "naive_keys": ("keys, naive", "鍵的數量（無快取）"),
+    "cached_keys": ("keys, cached", "鍵的數量（有快取）"),
+    "key_ratio": ("key ratio", "鍵數比"),
+    "prefill_ms": ("prefill (ms)", "預填（毫秒）"),
+    "decode_ms_per_token": ("decode step (ms per token)", "解碼一步（毫秒／詞元）"),
+    "prefill_tokens_per_s": ("prefill (tokens/s)", "預填（詞元／秒）"),
+    "decode_tokens_per_s": ("decode (tokens/s)", "解碼（詞元／秒）"),
+    "prefill_vs_one_decode": ("prefill ÷ one decode step", "預填 ÷ 一步解碼"),
+    "loop": ("loop", "迴圈"),
+    "tokens_per_s": ("tokens/s", "詞元／秒"),
+    "L": ("L", "L"),
+    "parallel_ms": ("one parallel pass (ms)", "一次平行前向傳播（毫秒）"),
+    "sequential_ms": ("one token at a time (ms)", "一次一個詞元（毫秒）"),
+    "ratio": ("ratio", "比值"),
+    # flash
+    "N": ("N", "N"),
+    "traffic count": ("traffic count", "流量算法"),
+    "elements (M)": ("elements (millions)", "元素數（百萬）"),
+    "memory ms": ("memory (ms)", "記憶體（毫秒）"),
+    "max(compute, memory) ms": ("max(compute, memory) (ms)", "max(計算, 記憶體)（毫秒）"),
+    "compute + memory ms": ("compute + memory (ms)", "計算 + 記憶體（毫秒）"),
+    "T4 standard ms": ("T4, standard (ms)", "T4，標準（毫秒）"),
+    "T4 tiled ms": ("T4, tiled (ms)", "T4，分塊（毫秒）"),
+    "A100 standard ms": ("A100, standard (ms)", "A100，標準（毫秒）"),
+    "A100 tiled ms": ("A100, tiled (ms)", "A100，分塊（毫秒）"),
+    "T4_standard_ms": ("T4, standard (ms)", "T4，標準（毫秒）"),
+    "T4_flash_ms": ("T4, tiled (ms)", "T4，分塊（毫秒）"),
+    "A100_standard_ms": ("A100, standard (ms)", "A100，標準（毫秒）"),
+    "A100_flash_ms": ("A100, tiled (ms)", "A100，分塊（毫秒）"),
+    "GPU": ("GPU", "GPU"),
+    "gpu": ("GPU", "GPU"),
+    "precision": ("precision", "精度"),
+    "peak TFLOP/s": ("peak (TFLOP/s)", "峰值（TFLOP/s）"),
+    "ridge point (FLOP/byte)": ("ridge point (FLOP/byte)", "脊點（FLOP/位元組）"),
+    "standard attention (FLOP/byte)": ("standard attention (FLOP/byte)", "標準注意力（FLOP/位元組）"),
+    "bound": ("limited by", "受限於"),
+    "standard_mib": ("standard, measured (MiB)", "標準，實測（MiB）"),
+    "tiled_mib": ("tiled, measured (MiB)", "分塊，實測（MiB）"),
+    "tiled_over_standard": ("tiled ÷ standard", "分塊 ÷ 標準"),
+    "standard_s": ("standard (s)", "標準（秒）"),
+    "tiled_s": ("tiled (s)", "分塊（秒）"),
+    "standard_model_mib": ("standard, predicted (MiB)", "標準，預測（MiB）"),
+    "tiled_model_mib": ("tiled, predicted (MiB)", "分塊，預測（MiB）"),
+    "status": ("status", "狀態"),
+    # speculative
+    "target_p": ("target p", "目標模型 p"),
+    "draft_q": ("draft q", "草稿模型 q"),
+    "sampled": ("sampled frequency", "取樣頻率"),
+    "regime": ("prompt", "提示"),
+    "alpha": ("α", "α"),
+    "c": ("c", "c"),
+    "best_gamma_measured": ("best γ, measured", "實測最佳 γ"),
+    "best_speedup_measured": ("best speed-up, measured", "實測最佳加速"),
+    "predicted_at_best_gamma": ("predicted at that γ", "該 γ 的預測加速"),
+    "measured_over_predicted": ("measured ÷ predicted", "實測 ÷ 預測"),
+    "measured_over_predicted_with_verify_cost": (
+        "measured ÷ predicted with verify cost",
+        "實測 ÷ 預測（計入驗證成本）",
+    ),
+    "ours_over_hf_assisted_at_best_gamma": (
+        "ours ÷ transformers assisted, at that γ",
+        "本站 ÷ transformers 輔助生成（該 γ）",
+    ),
+    "best_speedup_prompt_lookup": ("best speed-up, prompt lookup", "提示查找的最佳加速"),
+    "gamma": ("γ", "γ"),
+    "predicted": ("predicted", "預測"),
+    "predicted, verify measured": ("predicted, verify cost measured", "預測（實測驗證成本）"),
+    "ours speculative": ("ours, speculative", "本站，推測解碼"),
+    "transformers assisted": ("transformers, assisted", "transformers，輔助生成"),
+    "ours prompt lookup": ("ours, prompt lookup", "本站，提示查找"),
+    "transformers prompt lookup": ("transformers, prompt lookup", "transformers，提示查找"),
+    "target verify / step": ("target verify ÷ one step", "目標模型驗證 ÷ 一步"),
+    "shape": ("shape", "形狀"),
+    "nodes_per_tree": ("nodes per tree", "每棵樹的節點數"),
+    "tokens_per_target_call": ("tokens per target call", "每次目標模型呼叫的詞元數"),
+    "target_calls": ("target calls", "目標模型呼叫次數"),
+    "speedup": ("speed-up", "加速"),
+    "spread": ("spread (slowest ÷ fastest run)", "波動（最慢 ÷ 最快）"),
+    "predicted_with_verify_cost_at_best_gamma": (
+        "predicted at that γ, with verify cost",
+        "該 γ 的預測加速（計入驗證成本）",
+    ),
+    "best_speedup_transformers_pair": (
+        "best speed-up, ours on transformers models",
+        "最佳加速（本站，transformers 模型）",
+    ),
+    "ours speculative (inferlab)": ("ours, speculative (inferlab models)", "本站推測解碼（inferlab 模型）"),
+    "ours speculative (transformers)": ("ours, speculative (transformers models)", "本站推測解碼（transformers 模型）"),
+    "nodes": ("nodes", "節點數"),
+    "tree": ("tree", "樹"),
+    "tree_tokens_per_call": ("tree: tokens per target call", "樹：每次目標模型呼叫的詞元數"),
+    "chain_tokens_per_call": ("chain: tokens per target call", "鏈：每次目標模型呼叫的詞元數"),
+    # models
+    "prompt": ("prompt", "提示"),
+    "kind": ("kind", "類型"),
+    # paged
+    "run": ("run", "執行"),
+    "prompt_tokens": ("prompt tokens", "提示詞元數"),
+    "first_changed_token": ("first changed token", "第一個改變的詞元"),
+    "cached_tokens": ("tokens from the cache", "來自快取的詞元數"),
+    "computed_tokens": ("tokens computed", "重新計算的詞元數"),
+    "ttft_ms": ("TTFT (ms)", "首詞元延遲（毫秒）"),
+    "offloaded_gb": ("weights offloaded (GB)", "卸載的權重（GB）"),
+    "kv_capacity_tokens": ("KV cache room (tokens)", "KV 快取容量（詞元）"),
+    "turn": ("turn", "輪次"),
+    "ttft_ms_cached": ("TTFT with prefix caching (ms)", "有前綴快取的首詞元延遲（毫秒）"),
+    "ttft_ms_no_cache": ("TTFT without (ms)", "沒有前綴快取的首詞元延遲（毫秒）"),
+}
+
+# Columns whose values are data a reader compares with code or output (tokens, token sequences,
+# model and GPU names): shown as they are in both languages.
+DATA_COLUMNS = frozenset({"token", "sequence", "X", "Y", "Z", "model", "GPU", "gpu", "attention"})
+
+# A label inside a table (a row's name) -> (English, zh-TW). Settings written as code or formulas
+# (T=0.7, top-k 20, N(4d + 4N)) need no entry: they read the same in both languages.
+CELLS: dict[str, tuple[str, str]] = {
+    "greedy": ("greedy", "貪婪"),
+    "beam 2, MAP": ("beam 2, MAP", "束寬 2、MAP"),
+    "ideal, N(5d + 4)": ("ideal, N(5d + 4)", "理想，N(5d + 4)"),
+    "standard, N(4d + 4N)": ("standard, N(4d + 4N)", "標準，N(4d + 4N)"),
+    "tiled, 64 x 64 tiles": ("tiled, 64 x 64 tiles", "分塊，64 x 64 的區塊"),
+    "fp16, Tensor Cores": ("fp16, Tensor Cores", "fp16，Tensor Core"),
+    "fp32, CUDA cores": ("fp32, CUDA cores", "fp32，CUDA 核心"),
+    "compute": ("compute", "計算"),
+    "memory": ("memory", "記憶體"),
+    "no GPU result yet / 尚無 GPU 結果": ("no GPU result yet", "尚無 GPU 結果"),
+    "generate, DynamicCache": ("generate, DynamicCache", "generate，DynamicCache"),
+    "generate, StaticCache": ("generate, StaticCache", "generate，StaticCache"),
+    "ours (preallocated cache)": ("ours (preallocated cache)", "本站（預先配置的快取）"),
+    "long": ("long", "長"),
+    "short": ("short", "短"),
+    # the bundled pair's model card: what each prompt is
+    "code": ("code", "程式碼"),
+    "comment": ("comment", "註解"),
+    "docstring": ("docstring", "說明字串"),
+    "prose": ("prose", "文章"),
+    "benchmark": ("benchmark", "基準測試"),
+    "a queue class": ("a queue class", "一個佇列類別"),
+    "a loop over files": ("a loop over files", "走訪檔案的迴圈"),
+    "parse a config line": ("parse a config line", "解析一行設定"),
+    "a block header": ("a block header", "區塊開頭的註解"),
+    "explaining a branch": ("explaining a branch", "解釋一個分支"),
+    "a function": ("a function", "一個函式"),
+    "a module": ("a module", "一個模組"),
+    "a changelog entry": ("a changelog entry", "一則變更紀錄"),
+    "instructions": ("instructions", "操作說明"),
+    "what a cache is": ("what a cache is", "快取是什麼"),
+    "long regime": ("long regime", "長提示"),
+    "short regime": ("short regime", "短提示"),
+    "first": ("first", "第一次"),
+    "identical": ("identical", "完全相同"),
+    "space before document": ("space before document", "文件前加一個空格"),
+    "space after document": ("space after document", "文件後加一個空格"),
+    "change at the very start": ("change at the very start", "開頭就改變"),
+}
+
+# Words a zh-TW table or figure may show in Latin letters: units, symbols, acronyms in lower case,
+# and terms the glossary keeps in English (top-k, softmax, ...). All-capital acronyms always pass.
+KEPT_IN_LATIN = frozenset(
+    {"log", "exp", "max", "min", "nats", "top", "softmax", "distinct", "fp16", "fp32", "bf16", "KiB", "MiB", "GiB"}
+    | {"generate", "DynamicCache", "StaticCache", "transformers", "inferlab", "Tensor", "Core", "TFLOP", "FLOP"}
+)
+LATIN_WORD = re.compile(r"\b[A-Za-z][A-Za-z0-9]{2,}")
+# Not words to translate: math ($...$, matplotlib's log ticks), identifiers (max_len, s_j) and model
+# names (Qwen2.5-1.5B-Instruct, Llama-3.2-3B), which read the same in every language.
+NOT_WORDS = re.compile(r"\$[^$]*\$|\b\w*_\w*\b|\b[A-Z][A-Za-z]*-?\d[\w.]*(?:-[\w.]+)*")
+
+
+def check_language(language: str) -> None:
+    if language not in LANGUAGES:
+        raise ValueError(f"language must be one of {LANGUAGES}, got {language!r}")
+
+
+def column_label(key: str, language: str) -> str:
+    """Return a column's header in a language; a key with no entry is returned as it is."""
+    check_language(language)
+    if key not in COLUMNS:
+        return key
+    return COLUMNS[key][LANGUAGES.index(language)]
+
+
+def cell_label(value: str, language: str) -> str:
+    """Return a table label in a language; values with no entry (data, formulas) are returned as they are."""
+    return translate(value, language)
+
+
+def translate(text: str, language: str) -> str:
+    """Return a table label or a figure's text in a language: from CELLS, FIGURE_TEXT or a pattern."""
+    check_language(language)
+    if language == "en":
+        return CELLS[text][0] if text in CELLS else text
+    return chinese(text)
+
+
+def english_words(text: str) -> list[str]:
+    """Return the English words in a zh-TW text that the reader would not expect there."""
+    return [
+        word
+        for word in LATIN_WORD.findall(NOT_WORDS.sub(" ", text))
+        if word not in KEPT_IN_LATIN and not (word.isupper() or word[0].isdigit() or re.fullmatch(r"[A-Z]\d+", word))
+    ]
+
+
+# Figure text (titles, axis labels, legend entries, word tick labels) -> its zh-TW version.
+# inferlab.bench.figures.save_figure refuses a figure whose zh-TW text would still hold English.
+FIGURE_TEXT: dict[str, str] = {
+    # decoding
+    "Measured time": "實測時間",
+    "T (tokens)": "T（詞元數）",
+    "brute force": "暴力枚舉",
+    "milliseconds (log scale)": "毫秒（對數刻度）",
+    "operations (log scale)": "運算次數（對數刻度）",
+    "no filter": "不過濾",
+    "temperature": "溫度",
+    "probability": "機率",
+    "Repetition in generated text (higher = less repetitive)": "生成文字的重複程度（越高越不重複）",
+    "distinct n-grams / all n-grams": "相異的 n 元組 ÷ 全部 n 元組",
+    # kvcache
+    "What the cache saves": "快取省下了什麼",
+    "cached (KV cache)": "有快取（KV 快取）",
+    "naive (recompute)": "無快取（每步重算）",
+    "key-projection ratio naive / cached": "鍵投影次數比：無快取 ÷ 有快取",
+    "wall-time ratio naive / cached": "耗時比：無快取 ÷ 有快取",
+    "new tokens k": "新詞元數 k",
+    "ratio": "比值",
+    "wall time (s)": "實際耗時（秒）",
+    "Prefill vs decode": "預填與解碼",
+    "decode: one token": "解碼：一個詞元",
+    "prefill: all T prompt tokens": "預填：全部 T 個提示詞元",
+    "prompt length T": "提示長度 T",
+    "time (ms)": "時間（毫秒）",
+    "KV cache per token: MHA vs GQA vs MQA": "每個詞元的 KV 快取：MHA、GQA 與 MQA",
+    "KiB per token (bf16)": "每個詞元的 KiB（bf16）",
+    # flash
+    "standard": "標準",
+    "tiled": "分塊",
+    "Estimated forward time, fp16 Tensor Cores": "估計的前向傳播時間，fp16 Tensor Core",
+    "Estimated forward time, fp32": "估計的前向傳播時間，fp32",
+    "HBM reads + writes (elements)": "HBM 讀取 + 寫入（元素數）",
+    "ideal: all once, N(5d+4)": "理想：每個元素只讀寫一次，N(5d+4)",
+    "roofline estimate (ms)": "屋頂線模型估計（毫秒）",
+    "sequence length N": "序列長度 N",
+    "arithmetic intensity (FLOPs per byte)": "算術強度（每位元組的 FLOP 數）",
+    "attainable TFLOP/s": "可達到的 TFLOP/s",
+    "full softmax denominator": "完整 softmax 的分母",
+    "key j": "鍵 j",
+    "running sum after each tile, rescaled to the current max": "每個區塊之後的累計和，依目前的最大值重新縮放",
+    "running sum l": "累計和 l",
+    "score s_j": "分數 s_j",
+    "scores by tile; dotted: running max m after each tile": "各區塊的分數；虛線：每個區塊之後的累計最大值 m",
+    "peak extra memory (MiB)": "額外記憶體的峰值（MiB）",
+    "standard (S and P in memory)": "標準（S 與 P 都放在記憶體）",
+    # paged
+    "KV slots (tokens)": "KV 位置（詞元）",
+    "contiguous\n(reserve max_len)": "連續配置\n（預留 max_len）",
+    "paged\n(blocks of 16)": "分頁\n（每區塊 16 個）",
+    "reserved": "預留",
+    "used by tokens": "詞元已使用",
+    "physical blocks in the KV-cache pool": "KV 快取池中的實體區塊",
+    "KV-cache capacity (thousand tokens)": "KV 快取容量（千個詞元）",
+    "decode tokens/s, batch 1 (model)": "解碼詞元／秒，批次 1（模型估計）",
+    "weights offloaded to CPU (GB)": "卸載到 CPU 的權重（GB）",
+    "computed": "重新計算",
+    "no prefix cache": "沒有前綴快取",
+    "prefix cache": "前綴快取",
+    "prompt tokens": "提示詞元數",
+    "served from cache": "來自快取",
+    "time to first token (ms)": "首詞元延遲（毫秒）",
+    "turn": "輪次",
+    "generated tokens / s": "生成詞元數／秒",
+    "one at a time": "一次一個",
+}
+
+# Labels and figure text with numbers from a result file in them: (English pattern, zh-TW template).
+# Each group is translated in turn (so "no filter (8192 kept)" becomes "不過濾（保留 8192 個）").
+PATTERNS: list[tuple[re.Pattern, str]] = [
+    (re.compile(pattern, re.DOTALL), template)
+    for pattern, template in [
+        (r"chain ([\d-]+)", "鏈 {0}"),
+        (r"tree ([\d-]+)", "樹 {0}"),
+        (r"(code|comment|docstring|prose|benchmark): (.+)", "{0}：{1}"),
+        (r"(.+) \((\d+) kept\)", "{0}（保留 {1} 個）"),
+        (r"(T4|A100|H100|H200) (standard|tiled)", "{0} {1}"),
+        (r"(T4|A100|H100|H200) roof, (fp16|fp32)", "{0} 屋頂，{1}"),
+        (r"(.+), (fp16|fp32|bf16)", "{0}，{1}"),
+        (r"DP, order k=(\d+)", "動態規劃，k = {0} 階"),
+        (r"Operations, V=(\d+)", "運算次數，V = {0}"),
+        (r"The (\d+) most probable next tokens, reshaped by (.+)", "最可能的 {0} 個下一個詞元，經 {1} 重塑"),
+        (r"Wall time, T = (\d+)", "實際耗時，T = {0}"),
+        (r"HBM traffic, one head, d = (\d+)", "HBM 流量，單一注意力頭，d = {0}"),
+        (r"Roofline, N = (\d+), d = (\d+)", "屋頂線模型，N = {0}，d = {1}"),
+        (r"Attention forward on a CPU, one head, d = (\d+)", "CPU 上的注意力前向傳播，單一注意力頭，d = {0}"),
+        (r"tiled, (\d+)x(\d+) tiles", "分塊，{0}x{1} 的區塊"),
+        (r"tiled, SRAM (\d+) KiB \(Alg\. 1 tiles\)", "分塊，SRAM {0} KiB（演算法 1 的區塊）"),
+        (
+            r"causal forward, (\d+) x (\d+) tiles\nblue: loaded, orange: loaded and masked inside,\ngrey: skipped",
+            "因果前向傳播，{0} x {1} 個區塊\n藍：載入；橙：載入並在區塊內遮罩；\n灰：略過",
+        ),
+        (r"tile (\d+)", "區塊 {0}"),
+        (r"([A-Z]) \((\d+) tokens\)", "{0}（{1} 個詞元）"),
+        (r"(\d+) requests, max_len=(\d+)", "{0} 個請求，max_len = {1}"),
+        (r"(\d+) together", "{0} 個一起"),
+        (
+            r"full block of (\d+) tokens, in prompt order \(green: served from the cache, red: computed\)",
+            "完整區塊（每塊 {0} 個詞元），依提示順序（綠：來自快取；紅：重新計算）",
+        ),
+    ]
+]
+
+
+def figure_text(text: str, language: str) -> str:
+    """Return a figure's text in a language; text with no entry (numbers, symbols) is returned as it is."""
+    return translate(text, language)
+
+
+def chinese(text: str) -> str:
+    """Return the zh-TW version of a label or figure text (unchanged when no entry or pattern fits)."""
+    if text in CELLS:
+        return CELLS[text][1]
+    if text in FIGURE_TEXT:
+        return FIGURE_TEXT[text]
+    for pattern, template in PATTERNS:
+        match = pattern.fullmatch(text)
+        if match:
+            return template.format(*(chinese(group) for group in match.groups()))
+    return text
