@@ -203,10 +203,42 @@ def relative_url(target: str, page) -> str:
     return posixpath.relpath(target or ".", page.url or ".") + "/"
 
 
+NOTEBOOK_HEADING = re.compile(r'<h([1-6]) id="[^"]*">(.*?)</h\1>', re.DOTALL)
+
+
+def toc_ids(items) -> list[str]:
+    """Return the anchor of every table-of-contents entry, in reading order."""
+    return [anchor for item in items for anchor in (item.id, *toc_ids(item.children))]
+
+
+def match_notebook_heading_ids(html: str, toc) -> str:
+    """Return a notebook's HTML with each heading's id (and its ¶ link) set to its TOC entry's anchor.
+
+    mkdocs-jupyter builds a notebook's table of contents with Python-Markdown's ids but its headings
+    with an ASCII-only slug: every Chinese heading got id="" while the TOC and the skip link pointed
+    at "#_1", "#_2", ..., and two "MAP" headings shared one id. Both list the same headings in the
+    same order, so the TOC's anchors are given to the headings one by one. A mismatch in count (a
+    heading one side does not see) leaves the HTML as it was rather than guessing.
+    """
+    anchors = toc_ids(toc)
+    if len(anchors) != len(NOTEBOOK_HEADING.findall(html)):
+        return html
+    queue = iter(anchors)
+
+    def give_anchor(match: re.Match) -> str:
+        anchor = next(queue)
+        inner = re.sub(r'(<a class="anchor-link" href=")#[^"]*"', rf'\1#{anchor}"', match.group(2))
+        return f'<h{match.group(1)} id="{anchor}">{inner}</h{match.group(1)}>'
+
+    return NOTEBOOK_HEADING.sub(give_anchor, html)
+
+
 def on_page_content(html: str, page, config, files) -> str:
     """Anchor the glossary's rows, and link each other page's first use of every term to them."""
     if page.file.src_uri.endswith(".ipynb"):
-        return html  # notebooks: their prose is short and the Markdown cells are rendered apart
+        # Notebooks get no glossary links (their prose is short and the Markdown cells are rendered
+        # apart), but their headings need the anchors their table of contents links to.
+        return match_notebook_heading_ids(html, page.toc)
     language = page_language(page)
     if page.file.src_uri.startswith("glossary."):
         return glossary_links.anchor_rows(html)
