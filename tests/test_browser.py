@@ -329,3 +329,68 @@ def test_search_finds_the_guide_that_teaches_a_term_in_the_same_language(page, s
     strays = [url for url in found if url.startswith("zh-TW/") != bool(language_root)]
     assert not strays, f"{query!r} from /{start} lists pages in the other language: {strays}"
     assert teacher in found[:3], f"{query!r}: {teacher} is not among the first three results {found[:5]}"
+
+
+def test_zh_pages_show_the_zh_version_of_every_localised_figure():
+    """mkdocs-static-i18n serves docs/figures/x.zh-TW.png as zh-TW/figures/x.png: zh-TW pages must use it."""
+    if missing_requirement():
+        pytest.skip(missing_requirement())
+    docs = ROOT / "docs"
+    checked = 0
+    for path in site_pages():
+        if not path.startswith("zh-TW/"):
+            continue
+        page_dir = SITE / path
+        for src in re.findall(
+            r'<img[^>]+src="([^"]*figures/[^"]+\.png)"', (page_dir / "index.html").read_text("utf-8")
+        ):
+            served = (page_dir / src).resolve().relative_to(SITE.resolve()).as_posix()  # e.g. zh-TW/figures/a/b.png
+            figure = served.removeprefix("zh-TW/")
+            if (docs / figure.replace(".png", ".zh-TW.png")).is_file():
+                assert served.startswith("zh-TW/figures/"), f"{path}: shows the English {figure}"
+                checked += 1
+    assert checked, "no localised figure found on the zh-TW pages"
+
+
+# Messages the calculators' checks throw, in Python's words (tests/test_calculators.py keeps them
+# equal to Python's); a zh-TW page shows each in Chinese.
+CALCULATOR_ERRORS = [
+    ("expectedSpeedup", [0.8, 0, 0.05]),
+    ("expectedSpeedup", [1.5, 4, 0.05]),
+    ("expectedSpeedup", [0.8, 4, -1]),
+    ("kvCacheBytes", ["no-such-model", 1]),
+    ("kvCacheBytes", [{"num_hidden_layers": 2, "num_attention_heads": 3, "hidden_size": 8}, 1]),
+    ("kvCacheBytes", [{"num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 3, "head_dim": 8}, 1]),
+    ("kvCacheBytes", ["Llama-3.2-3B", 1, 1, "fp12"]),
+    ("hbmTraffic", [1024, 64, "standard", {"block_q": 16}]),
+    ("hbmTraffic", [1024, 64, "flash", {"sram_bytes": 65536, "block_q": 16}]),
+    ("hbmTraffic", [1024, 64, "flash", {"sram_bytes": 64}]),
+    ("hbmTraffic", [1024, 64, "flash", {"causal": "yes"}]),
+    ("estimateRuntime", [1.0, 1.0, "T4", "fp8"]),
+    ("estimateRuntime", [1.0, 1.0, "Z80"]),
+    ("estimateRuntime", [-1.0, 1.0, "T4"]),
+]
+ENGLISH_GRAMMAR = re.compile(r"\b(must|got|either|leave|holds|fewer|cuts|give|integer|number|multiple|one of)\b")
+
+
+def test_calculator_errors_are_in_chinese_on_zh_pages(page, site_url):
+    page.goto(site_url + "zh-TW/speculative/speedup/", wait_until="load")
+    page.wait_for_function("() => window.InferlabCalc")
+    messages = page.evaluate(
+        """cases => cases.map(([name, args]) => {
+            try { window.InferlabCalc[name](...args); return null; }
+            catch (error) { return [error.message, window.InferlabCalc.errorText(error.message)]; }
+        })""",
+        CALCULATOR_ERRORS,
+    )
+    for (name, args), result in zip(CALCULATOR_ERRORS, messages, strict=True):
+        assert result is not None, f"{name}{args} did not refuse its input"
+        english, chinese = result
+        assert chinese != english and not ENGLISH_GRAMMAR.search(chinese), f"{name}{args}: {english!r} -> {chinese!r}"
+    # And in the widget itself: a draft length of 0 is refused, in Chinese.
+    gamma = page.locator(".calc input[name=gamma]")
+    gamma.fill("0")
+    gamma.dispatch_event("input")
+    error = page.locator(".calc .calc__error")
+    error.wait_for()
+    assert "必須是" in error.inner_text() and "must" not in error.inner_text()

@@ -522,9 +522,47 @@
     }
   }
 
+  // The checks above throw Python's own messages (tests/test_calculators.py compares them), in
+  // English. A zh-TW page shows them in Chinese: each message's shape has a pattern here, and the
+  // names and values it quotes stay as they are. A message with no pattern is shown in English.
+  const ZH_ERRORS = [
+    [/^(.+) must be an integer >= (\S+), got (.+)$/, "$1 必須是 ≥ $2 的整數，收到的是 $3"],
+    [/^(.+) must be one of (.+?), got (.+)$/, "$1 必須是 $2 其中之一，收到的是 $3"],
+    [/^(.+) must be a probability in \[0, 1\], got (.+)$/, "$1 必須是 [0, 1] 之間的機率，收到的是 $2"],
+    [/^(.+) must be a finite number >= 0 \(draft cost \/ target cost\), got (.+)$/,
+      "$1 必須是 ≥ 0 的有限數值（草稿模型成本 ÷ 目標模型成本），收到的是 $2"],
+    [/^(.+) must be a finite number >= 0, got (.+)$/, "$1 必須是 ≥ 0 的有限數值，收到的是 $2"],
+    [/^(.+) must be True or False, got (.+)$/, "$1 必須是 True 或 False，收到的是 $2"],
+    [/^precision must be 'fp32' or 'fp16', got (.+)$/, "precision 必須是 'fp32' 或 'fp16'，收到的是 $1"],
+    [/^gpu must be one of (.+) or a GPUSpec with peaks > 0, got (.+)$/,
+      "gpu 必須是 $1 其中之一，或峰值 > 0 的 GPUSpec，收到的是 $2"],
+    [/^config must be a config object or a preset name(?: in (.+))?, got (.+)$/,
+      "config 必須是設定物件或預設模型名稱（$1），收到的是 $2"],
+    [/^config hidden_size \((\d+)\) must be a multiple of num_attention_heads \((\d+)\) when it gives no head_dim$/,
+      "沒有 head_dim 時，config 的 hidden_size（$1）必須是 num_attention_heads（$2）的倍數"],
+    [/^config num_attention_heads \((\d+)\) must be a multiple of num_key_value_heads \((\d+)\): .*$/,
+      "config 的 num_attention_heads（$1）必須是 num_key_value_heads（$2）的倍數：每個鍵／值頭服務同樣多個查詢頭"],
+    [/^config must give num_hidden_layers, .*, got (.+)$/,
+      "config 必須給出 num_hidden_layers、num_key_value_heads（或 num_attention_heads）與 head_dim（或 hidden_size），都是 ≥ 1 的整數，收到的是 $1"],
+    [/^(.+) has no tiles: leave sram_bytes, block_q and block_k as None$/, "$1 沒有分塊：sram_bytes、block_q 與 block_k 請保持 None"],
+    [/^give either sram_bytes or block_q\/block_k, not both$/, "sram_bytes 與 block_q／block_k 只能擇一"],
+    [/^sram_bytes=(\d+) holds (\d+) elements of (\d+) bytes, fewer than 4d = (\d+): .*$/,
+      "sram_bytes=$1 只放得下 $2 個 $3 位元組的元素，少於 4d = $4：連 Q、K、V、O 各一列都放不下"],
+    [/^block_q=(\d+) cuts N=(\d+) into (\d+) query tiles, over the (\d+) .*$/,
+      "block_q=$1 把 N=$2 切成 $3 個查詢區塊，超過逐一計算的上限 $4；請用更大的 block_q（或 sram_bytes）"],
+  ];
+
+  function errorText(message) {
+    if (language() !== "zh-TW") return message;
+    for (const [pattern, template] of ZH_ERRORS) {
+      if (pattern.test(message)) return message.replace(pattern, template);
+    }
+    return message;
+  }
+
   function showError(root, error) {
     const box = root.querySelector(".calc__error");
-    box.textContent = error ? error.message : "";
+    box.textContent = error ? errorText(error.message) : "";
     box.hidden = !error;
   }
 
@@ -864,6 +902,7 @@
     hbmTraffic: hbmTraffic,
     attentionFlops: attentionFlops,
     estimateRuntime: estimateRuntime,
+    errorText: errorText,
     mountAll: mountAll,
   };
 
