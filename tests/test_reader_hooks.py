@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -120,6 +121,25 @@ def test_a_snippet_caption_names_its_downloads_and_its_colab_lab():
         rendered
     )
     assert "inferlab-whole" not in rendered  # the page already shows the whole file
+    assert 'href="../models/#colab"' in rendered  # how to run it on the bundled pair instead
+
+
+def test_the_documented_colab_cell_points_the_snippets_at_the_bundled_pair(tmp_path):
+    """The models page's Colab cell: pip installs the package; its one line of Python must set both
+    variables to model folders that transformers can load (here from the installed package)."""
+    cells = []
+    for page in ("models/index.md", "models/index.zh-TW.md"):
+        text = (ROOT / "docs" / page).read_text(encoding="utf-8")
+        cells += re.findall(r"```ipython\n(.*?)```", text, re.S)
+    assert len(cells) == 2 and cells[0] == cells[1], "one Colab cell, the same on both language pages"
+    assert "pip install" in cells[0] and "git+https://github.com/inferlab/llm-fast-inference" in cells[0]
+    python = "\n".join(line for line in cells[0].splitlines() if not line.startswith("%"))
+    check = python + '\nprint(os.environ["INFERLAB_TARGET"]); print(os.environ["INFERLAB_DRAFT"])'
+    result = subprocess.run(
+        [sys.executable, "-I", "-c", check], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    for folder in map(Path, result.stdout.split()):
+        assert (folder / "config.json").is_file() and (folder / "model.safetensors").is_file(), folder
 
 
 def test_every_snippet_a_page_includes_runs_in_some_lab():

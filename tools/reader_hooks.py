@@ -68,6 +68,8 @@ TEXT = {
         "whole_title": "The whole file, {file} ({lines} lines)",
         "package": "Excerpt of <code>{file}</code>, for reading: it runs inside the inferlab package, not on its own.",
         "source": "Whole file on GitHub",
+        "bundled": "Or use the site's own pair (it comes with the package, {size}, and runs on a CPU): "
+        '<a href="{url}">how, in Colab</a>.',
         "model": "<code>{model}</code> ({size})",
         "list": ", ",
         "and": " and ",
@@ -84,6 +86,7 @@ TEXT = {
         "whole_title": "整個檔案：{file}（{lines} 行）",
         "package": "節錄自 <code>{file}</code>，供閱讀：它在 inferlab 套件之中執行，無法單獨執行。",
         "source": "在 GitHub 上看整個檔案",
+        "bundled": '也可以改用本站自己的模型組（隨套件安裝，{size}，CPU 就能跑）：<a href="{url}">在 Colab 上這樣用</a>。',
         "model": "<code>{model}</code>（{size}）",
         "list": "、",
         "and": " 與 ",
@@ -140,6 +143,16 @@ def lab_of_snippet() -> dict[str, str]:
         for target in LAB_INCLUDE.findall(source.read_text(encoding="utf-8")):
             labs.setdefault(target, source.stem)
     return labs
+
+
+@functools.cache
+def bundled_size() -> str:
+    """Return the size of the bundled pair's files (both models), e.g. "37 MB"."""
+    folder = ROOT / "code" / "inferlab" / "models" / "bundled"
+    total = sum(
+        path.stat().st_size for name in ("target", "draft") for path in (folder / name).rglob("*") if path.is_file()
+    )
+    return f"{total / 1e6:.0f} MB"
 
 
 def default_models(text: str) -> list[str]:
@@ -222,6 +235,8 @@ def snippet_caption(target: str, page, config, language: str) -> tuple[str, str]
         )
         variables = text["and"].join(f"<code>{name}</code>" for name, _ in MODEL_DEFAULT.findall(whole))
         sentences.append(text["models"].format(models=listed, variables=variables))
+        models_page = relative(f"{ZH}/models/" if language == ZH else "models/", page) + "/#colab"
+        sentences.append(text["bundled"].format(size=bundled_size(), url=models_page))
     else:
         sentences.append(text["no_models"])
     links = [f'<a href="{relative(shown, page)}" download>{text["download"]}</a>']
