@@ -67,6 +67,7 @@ TEXT = {
         "no_models": "It needs no model download.",
         "whole_title": "The whole file, {file} ({lines} lines)",
         "package": "Excerpt of <code>{file}</code>, for reading: it runs inside the inferlab package, not on its own.",
+        "test": "Excerpt of <code>{file}</code>, for reading: it runs in the test suite (pytest), not on its own.",
         "source": "Whole file on GitHub",
         "bundled": "Or use the site's own pair (it comes with the package, {size}, and runs on a CPU): "
         '<a href="{url}">how, in Colab</a>.',
@@ -85,6 +86,7 @@ TEXT = {
         "no_models": "不需要下載任何模型。",
         "whole_title": "整個檔案：{file}（{lines} 行）",
         "package": "節錄自 <code>{file}</code>，供閱讀：它在 inferlab 套件之中執行，無法單獨執行。",
+        "test": "節錄自 <code>{file}</code>，供閱讀：它在測試套件（pytest）中執行，無法單獨執行。",
         "source": "在 GitHub 上看整個檔案",
         "bundled": '也可以改用本站自己的模型組（隨套件安裝，{size}，CPU 就能跑）：<a href="{url}">在 Colab 上這樣用</a>。',
         "model": "<code>{model}</code>（{size}）",
@@ -106,7 +108,7 @@ LAB_NAMES = {
         "decoding": "解碼",
         "kvcache": "KV 快取",
         "speculative": "推測解碼",
-        "flash": "FlashAttention ",
+        "flash": "FlashAttention ",  # a space before the Chinese that follows
         "paged": "分頁服務",
         "quickstart": "快速上手",
     },
@@ -218,40 +220,48 @@ def section_lines(path: Path, section: str) -> tuple[int, int] | None:
     return (start, end) if start and end else None
 
 
+def download_sentences(whole: str, page, language: str) -> list[str]:
+    """Return what a snippet's first run downloads (hub models and sizes), and how to avoid it."""
+    text = TEXT[language]
+    models = list(dict.fromkeys(default_models(whole)))
+    if not models:
+        return [text["no_models"]]
+    unknown = [model for model in models if model not in HUB_DOWNLOAD]
+    if unknown:
+        raise PluginError(f"add the download size of {unknown} to HUB_DOWNLOAD in {Path(__file__).name}")
+    listed = text["list"].join(text["model"].format(model=model, size=HUB_DOWNLOAD[model]) for model in models)
+    variables = text["and"].join(f"<code>{name}</code>" for name, _ in MODEL_DEFAULT.findall(whole))
+    models_page = relative(f"{ZH}/models/" if language == ZH else "models/", page) + "/#colab"
+    return [
+        text["models"].format(models=listed, variables=variables),
+        text["bundled"].format(size=bundled_size(), url=models_page),
+    ]
+
+
+def snippet_links(path: Path, page, config, language: str) -> list[str]:
+    """Return the links under a snippet: download the file, and open the lab that runs it in Colab."""
+    text = TEXT[language]
+    links = [f'<a href="{relative(path.as_posix(), page)}" download>{text["download"]}</a>']
+    lab = lab_of_snippet().get(path.relative_to("snippets").as_posix())
+    if lab and config.get("repo_url"):
+        lab_file = f"{lab}.{ZH}.ipynb" if language == ZH else f"{lab}.ipynb"
+        title = html.escape(text["colab_title"].format(lab=LAB_NAMES[language].get(lab, lab)))
+        links.append(f'<a href="{colab_url(config["repo_url"], lab_file)}" title="{title}">{text["colab"]}</a>')
+    return links
+
+
 def snippet_caption(target: str, page, config, language: str) -> tuple[str, str]:
     """Return (caption HTML, text the copy button copies) for a snippet include."""
     text = TEXT[language]
     path = resolve_include(target)
-    shown = path.as_posix()
     whole = whole_file_text(path)
-    sentences = [text["excerpt" if ":" in target else "whole"].format(file=shown)]
-    models = default_models(whole)
-    unknown = [model for model in models if model not in HUB_DOWNLOAD]
-    if unknown:
-        raise PluginError(f"{shown}: add the download size of {unknown} to HUB_DOWNLOAD in {Path(__file__).name}")
-    if models:
-        listed = text["list"].join(
-            text["model"].format(model=model, size=HUB_DOWNLOAD[model]) for model in dict.fromkeys(models)
-        )
-        variables = text["and"].join(f"<code>{name}</code>" for name, _ in MODEL_DEFAULT.findall(whole))
-        sentences.append(text["models"].format(models=listed, variables=variables))
-        models_page = relative(f"{ZH}/models/" if language == ZH else "models/", page) + "/#colab"
-        sentences.append(text["bundled"].format(size=bundled_size(), url=models_page))
-    else:
-        sentences.append(text["no_models"])
-    links = [f'<a href="{relative(shown, page)}" download>{text["download"]}</a>']
-    lab = lab_of_snippet().get(path.relative_to("snippets").as_posix())
-    if lab and config.get("repo_url"):
-        lab_file = f"{lab}.{ZH}.ipynb" if language == ZH else f"{lab}.ipynb"
-        title = text["colab_title"].format(lab=LAB_NAMES[language].get(lab, lab))
-        links.append(
-            f'<a href="{colab_url(config["repo_url"], lab_file)}" title="{html.escape(title)}">{text["colab"]}</a>'
-        )
-    caption = (
-        f'<p class="inferlab-caption inferlab-caption--snippet">{text["join"].join(sentences)}<br>'
-        + " · ".join(links)
-        + "</p>"
-    )
+    try:
+        sentences = [text["excerpt" if ":" in target else "whole"].format(file=path.as_posix())]
+        sentences += download_sentences(whole, page, language)
+    except PluginError as error:
+        raise PluginError(f"{path.as_posix()}: {error}") from error
+    links = " · ".join(snippet_links(path, page, config, language))
+    caption = f'<p class="inferlab-caption inferlab-caption--snippet">{text["join"].join(sentences)}<br>{links}</p>'
     return caption, whole
 
 
@@ -259,7 +269,7 @@ def excerpt_caption(target: str, config, language: str) -> str:
     """Return the caption HTML of a package or test excerpt, linking to the whole file."""
     path = resolve_include(target)
     text = TEXT[language]
-    caption = text["package"].format(file=path.as_posix())
+    caption = text["test" if path.parts[0] == "tests" else "package"].format(file=path.as_posix())
     repo_url = config.get("repo_url")
     if repo_url:
         url = f"{repo_url.rstrip('/')}/blob/main/{path.as_posix()}"
