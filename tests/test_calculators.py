@@ -656,8 +656,13 @@ def save_phone_screenshot(phone, site_url, path, topic, lang):
         widget.screenshot(path=str(SCREENSHOTS / f"{topic}-{lang}-calculator{index}.png"))
         box = widget.bounding_box()
         assert box["x"] >= 0 and box["x"] + box["width"] <= 390 + 0.5, f"{path}: calculator wider than the phone: {box}"
-        # Nothing inside may need sideways scrolling either (a clipped table column, say).
+        # Nothing inside may need sideways scrolling either (a clipped table column, say). Text hidden
+        # on purpose for screen readers (clipped to nothing) is not seen, so it is not counted.
         overflow = widget.evaluate(
-            "el => Math.max(...[el, ...el.querySelectorAll('*')].map(e => e.scrollWidth - e.clientWidth))"
+            """el => Math.max(...[el, ...el.querySelectorAll('*')]
+                .filter(e => getComputedStyle(e).clip === 'auto' && getComputedStyle(e).clipPath === 'none')
+                .map(e => e.scrollWidth - e.clientWidth))"""
         )
+        page_overflow = phone.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        assert page_overflow <= 1, f"{path}: the page scrolls sideways by {page_overflow}px on a phone"
         assert overflow <= 1, f"{path}: calculator content overflows by {overflow}px"

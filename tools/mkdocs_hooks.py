@@ -128,6 +128,10 @@ def render_table(record: dict, key: str, language: str = "en") -> str:
 
     def cell(row: dict, column: str) -> str:
         value = row.get(column, "")
+        if value is None:  # not measured (a reference that failed or was skipped)
+            return "—"
+        if isinstance(value, bool):
+            value = "yes" if value else "no"
         if isinstance(value, str) and column not in labels.DATA_COLUMNS:
             return labels.cell_label(value, language)
         return format_value(value, "")

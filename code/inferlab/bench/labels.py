@@ -88,6 +88,16 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "A100_flash_ms": ("A100, tiled (ms)", "A100，分塊（毫秒）"),
     "GPU": ("GPU", "GPU"),
     "gpu": ("GPU", "GPU"),
+    "dtype": ("dtype", "資料型別"),
+    "d": ("d", "d"),
+    "causal": ("causal", "因果遮罩"),
+    "ours_fwd_tflops": ("ours, forward (TFLOP/s)", "本站，前向（TFLOP/s）"),
+    "sdpa_fwd_tflops": ("SDPA flash, forward (TFLOP/s)", "SDPA flash 後端，前向（TFLOP/s）"),
+    "fwd_vs_sdpa": ("forward speed, ours ÷ SDPA", "前向速度：本站 ÷ SDPA"),
+    "fwd_vs_tiled": ("forward speed, ours ÷ tiled PyTorch", "前向速度：本站 ÷ PyTorch 分塊"),
+    "ours_bwd_tflops": ("ours, backward (TFLOP/s)", "本站，反向（TFLOP/s）"),
+    "sdpa_bwd_tflops": ("SDPA flash, backward (TFLOP/s)", "SDPA flash 後端，反向（TFLOP/s）"),
+    "bwd_vs_sdpa": ("backward speed, ours ÷ SDPA", "反向速度：本站 ÷ SDPA"),
     "precision": ("precision", "精度"),
     "peak TFLOP/s": ("peak (TFLOP/s)", "峰值（TFLOP/s）"),
     "ridge point (FLOP/byte)": ("ridge point (FLOP/byte)", "脊點（FLOP/位元組）"),
@@ -211,6 +221,8 @@ CELLS: dict[str, tuple[str, str]] = {
     "space before document": ("space before document", "文件前加一個空格"),
     "space after document": ("space after document", "文件後加一個空格"),
     "change at the very start": ("change at the very start", "開頭就改變"),
+    "yes": ("yes", "是"),
+    "no": ("no", "否"),
 }
 
 # Words a zh-TW table or figure may show in Latin letters: units, symbols, acronyms in lower case,
@@ -218,6 +230,7 @@ CELLS: dict[str, tuple[str, str]] = {
 KEPT_IN_LATIN = frozenset(
     {"log", "exp", "max", "min", "nats", "top", "softmax", "distinct", "fp16", "fp32", "bf16", "KiB", "MiB", "GiB"}
     | {"generate", "DynamicCache", "StaticCache", "transformers", "inferlab", "Tensor", "Core", "TFLOP", "FLOP"}
+    | {"float16", "bfloat16", "float32", "flash", "Triton", "PyTorch"}
 )
 LATIN_WORD = re.compile(r"\b[A-Za-z][A-Za-z0-9]{2,}")
 # Not words to translate: math ($...$, matplotlib's log ticks), identifiers (max_len, s_j) and model
@@ -249,6 +262,23 @@ def translate(text: str, language: str) -> str:
     if language == "en":
         return CELLS[text][0] if text in CELLS else text
     return chinese(text)
+
+
+def table_problems(rows: list[dict]) -> list[str]:
+    """Return what a result table would show untranslated: columns with no label, English zh-TW cells.
+
+    The site's tables (``{{table name key}}``) are rendered from such rows; a GPU run writes new
+    rows that no CPU build has shown yet, so its dry run checks them with this too.
+    """
+    columns = list(rows[0]) if rows and isinstance(rows[0], dict) else []
+    problems = [f"add column {column!r} to COLUMNS" for column in columns if column not in COLUMNS]
+    for row in rows:
+        for column, value in row.items():
+            if column in DATA_COLUMNS or not isinstance(value, str):
+                continue
+            if english_words(cell_label(value, "zh-TW")):
+                problems.append(f"add label {value!r} (column {column!r}) to CELLS or PATTERNS")
+    return sorted(set(problems))
 
 
 def english_words(text: str) -> list[str]:
@@ -309,6 +339,15 @@ FIGURE_TEXT: dict[str, str] = {
     "scores by tile; dotted: running max m after each tile": "各區塊的分數；虛線：每個區塊之後的累計最大值 m",
     "peak extra memory (MiB)": "額外記憶體的峰值（MiB）",
     "standard (S and P in memory)": "標準（S 與 P 都放在記憶體）",
+    "sdpa flash": "SDPA flash 後端",
+    "tiled (PyTorch)": "分塊（PyTorch）",
+    "triton (ours)": "Triton（本站）",
+    "one N x N matrix per head": "每個注意力頭一個 N x N 矩陣",
+    "peak extra memory of a forward (MiB)": "一次前向傳播的額外記憶體峰值（MiB）",
+    "forward": "前向",
+    "backward": "反向",
+    "causal": "因果遮罩",
+    "not causal": "無因果遮罩",
     # paged
     "KV slots (tokens)": "KV 位置（詞元）",
     "contiguous\n(reserve max_len)": "連續配置\n（預留 max_len）",
@@ -356,6 +395,9 @@ PATTERNS: list[tuple[re.Pattern, str]] = [
             "因果前向傳播，{0} x {1} 個區塊\n藍：載入；橙：載入並在區塊內遮罩；\n灰：略過",
         ),
         (r"tile (\d+)", "區塊 {0}"),
+        (r"(forward|backward), (float16|bfloat16|float32), d = (\d+), (causal|not causal)", "{0}，{1}，d = {2}，{3}"),
+        (r"(float16|bfloat16|float32), batch 1, (\d+) heads, d = (\d+)", "{0}，批次 1，{1} 個注意力頭，d = {2}"),
+        (r"no fp16 row at N >= (\d+) in this run", "這次執行沒有 N ≥ {0} 的 fp16 列"),
         (r"([A-Z]) \((\d+) tokens\)", "{0}（{1} 個詞元）"),
         (r"(\d+) requests, max_len=(\d+)", "{0} 個請求，max_len = {1}"),
         (r"(\d+) together", "{0} 個一起"),
