@@ -1,4 +1,5 @@
-"""Draw the concept diagrams (inferlab.diagrams) into docs/figures/, in English and zh-TW.
+"""Draw the concept diagrams (inferlab.diagrams) into docs/figures/, in English and zh-TW, and write
+the worked examples' result files: the same as ``python -m inferlab.diagrams``.
 
     python tools/draw_diagrams.py              every topic
     python tools/draw_diagrams.py flash paged  some topics
@@ -9,26 +10,7 @@ the same picture on any machine.
 
 from __future__ import annotations
 
-import argparse
-import os
-
-os.environ.setdefault("MPLBACKEND", "Agg")
-
-from inferlab import diagrams  # noqa: E402
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("topics", nargs="*", help=f"some of {', '.join(diagrams.TOPICS)} (default: all)")
-    args = parser.parse_args()
-    unknown = [topic for topic in args.topics if topic not in diagrams.TOPICS]
-    if unknown:
-        parser.error(f"unknown topics {unknown}; choose from {', '.join(diagrams.TOPICS)}")
-    for topic in args.topics or diagrams.TOPICS:
-        for name in diagrams.diagrams(topic):
-            for path in diagrams.draw(topic, name):
-                print(f"drew {path.relative_to(diagrams.FIGURES.parent.parent)}")
-
+from inferlab.diagrams.__main__ import main
 
 if __name__ == "__main__":
     main()
