@@ -1,13 +1,13 @@
 """Redraw the guides' figures from their committed result files, in English and in zh-TW.
 
-    python tools/redraw_figures.py [decoding kvcache flash paged] [--only-language zh-TW]
+    python tools/redraw_figures.py [decoding kvcache speculative flash paged models] [--only-language zh-TW]
 
 Each topic's bench draws its figures right after measuring; this draws them again from the result
 files alone (nothing is measured or recomputed, and no result file is written), through each
 bench's own plotting functions and ``inferlab.bench.figures.save_figure``, which writes
 ``name.png`` and ``name.zh-TW.png``. ``--only-language zh-TW`` keeps the English files as they are.
-The speculative and models figures are drawn by their benches (``inferlab.speculative.bench``,
-``inferlab.models.evaluate``) and are not handled here.
+The models figures come from the bundled pair's committed training logs (``training_log.jsonl``,
+``distill_log.jsonl``), drawn by ``inferlab.models.evaluate``'s own functions.
 """
 
 from __future__ import annotations
@@ -42,6 +42,17 @@ def redraw_kvcache() -> None:
     bench.draw_figures(FIGURES / "kvcache")
 
 
+def redraw_speculative() -> None:
+    from inferlab.speculative import bench
+
+    folder = FIGURES / "speculative"
+    bench.plot_exactness(read_result("speculative_exactness")["values"], folder / "exactness.png")
+    sweep = read_result("speculative_gamma_sweep")["values"]
+    for regime in bench.REGIMES:
+        bench.plot_regime(sweep[regime], folder / f"gamma_sweep_{regime}.png")
+    bench.plot_tree(read_result("speculative_tree")["values"], folder / "tree.png")
+
+
 def redraw_flash() -> None:
     from inferlab.flash import bench
 
@@ -70,11 +81,21 @@ def redraw_paged() -> None:
         plot()
 
 
+def redraw_models() -> None:
+    from inferlab.models import BUNDLED_DIR, evaluate
+
+    folder = FIGURES / "models"
+    evaluate.plot_training_curve(BUNDLED_DIR / "training_log.jsonl", folder / "training_curve.png")
+    evaluate.plot_distillation_curve(BUNDLED_DIR / "distill_log.jsonl", folder / "distill_curve.png")
+
+
 TOPICS: dict[str, Callable[[], None]] = {
     "decoding": redraw_decoding,
     "kvcache": redraw_kvcache,
+    "speculative": redraw_speculative,
     "flash": redraw_flash,
     "paged": redraw_paged,
+    "models": redraw_models,
 }
 
 

@@ -34,12 +34,17 @@ def is_code(text) -> bool:
     return "monospace" in text.get_fontfamily()
 
 
-def figure_texts(fig) -> list:
-    """Return every Text artist of a figure that shows words to translate, tick labels included."""
+def visible_texts(fig) -> list:
+    """Return every Text artist a figure shows, tick labels and code included."""
     from matplotlib.text import Text
 
     fig.canvas.draw()  # tick labels exist only once the figure has been drawn
-    return [text for text in fig.findobj(Text) if text.get_text().strip() and text.get_visible() and not is_code(text)]
+    return [text for text in fig.findobj(Text) if text.get_text().strip() and text.get_visible()]
+
+
+def figure_texts(fig) -> list:
+    """Return every Text artist of a figure that shows words to translate, tick labels included."""
+    return [text for text in visible_texts(fig) if not is_code(text)]
 
 
 def translate_tick_labels(fig, language: str) -> None:
@@ -66,13 +71,29 @@ def untranslated(strings, language: str) -> list[str]:
     return sorted({text for text in strings if labels.english_words(labels.figure_text(text, language))})
 
 
+# The PNG text chunk that records a figure's smallest text, in pixels of the image. The site shows
+# a figure no narrower than it must be for that text to be legible on a phone (tools/reader_hooks.py).
+SMALLEST_TEXT_KEY = "inferlab:smallest-text-px"
+
+
+def smallest_text_px(fig, dpi: float) -> float:
+    """Return the size in image pixels of the smallest font a figure shows (code included)."""
+    sizes = [text.get_fontsize() for text in visible_texts(fig)] or [10.0]
+    return round(min(sizes) * dpi / 72, 2)
+
+
 def save_figure(fig, path: Path, **savefig_kwargs) -> list[Path]:
     """Save ``fig`` at ``path`` in English and beside it in zh-TW; return both paths.
 
     Raises ValueError, before writing anything, when a text in the figure has no zh-TW translation.
+    Both files record their smallest text size (``SMALLEST_TEXT_KEY``) for the site's phone layout.
     """
     path = Path(path)
     texts = figure_texts(fig)  # tick labels included: figure_texts draws the figure first
+    dpi = savefig_kwargs.get("dpi", "figure")
+    dpi = fig.dpi if dpi == "figure" else float(dpi)
+    smallest = smallest_text_px(fig, dpi)
+    savefig_kwargs["metadata"] = {**savefig_kwargs.get("metadata", {}), SMALLEST_TEXT_KEY: str(smallest)}
     missing = untranslated([t.get_text() for t in texts], "zh-TW")
     if missing:
         raise ValueError(

@@ -231,6 +231,7 @@ KEPT_IN_LATIN = frozenset(
     {"log", "exp", "max", "min", "nats", "top", "softmax", "distinct", "fp16", "fp32", "bf16", "KiB", "MiB", "GiB"}
     | {"generate", "DynamicCache", "StaticCache", "transformers", "inferlab", "Tensor", "Core", "TFLOP", "FLOP"}
     | {"float16", "bfloat16", "float32", "flash", "Triton", "PyTorch"}
+    | {"argmax"}  # a math function, like max: the zh-TW pages write it so too
 )
 LATIN_WORD = re.compile(r"\b[A-Za-z][A-Za-z0-9]{2,}")
 # Not words to translate: math ($...$, matplotlib's log ticks), identifiers (max_len, s_j) and model
@@ -367,6 +368,29 @@ FIGURE_TEXT: dict[str, str] = {
     "turn": "輪次",
     "generated tokens / s": "生成詞元數／秒",
     "one at a time": "一次一個",
+    # ---- speculative and models figures (issue 16: drawn once per language) ----
+    "draft q (exact)": "草稿模型 q（精確值）",
+    "target p (exact)": "目標模型 p（精確值）",
+    "speculative samples": "推測取樣的頻率",
+    "two-token continuation": "兩個詞元的接續",
+    "ours: speculative (inferlab decoder)": "本站：推測解碼（inferlab 解碼器）",
+    "ours: speculative (transformers pair)": "本站：推測解碼（transformers 模型組）",
+    "transformers: assistant_model": "transformers：assistant_model",
+    "ours: prompt lookup": "本站：提示查找",
+    "transformers: prompt_lookup_num_tokens": "transformers：prompt_lookup_num_tokens",
+    "predicted, with the measured cost of verifying": "預測（計入實測的驗證成本）",
+    "γ (drafted tokens per round)": "γ（每輪草稿詞元數）",
+    "speed-up over the fastest plain greedy loop": "相對最快的一般貪婪迴圈的加速",
+    "tokens per target call": "每次目標模型呼叫的詞元數",
+    "speed-up over plain greedy": "相對一般貪婪解碼的加速",
+    "target: cross-entropy": "目標模型：交叉熵",
+    "draft: cross-entropy": "草稿模型：交叉熵",
+    "step": "訓練步數",
+    "loss (nats / token)": "損失（nats／詞元）",
+    "draft = target argmax": "草稿 = 目標模型的 argmax",
+    "draft-only distillation starts": "開始只蒸餾草稿模型",
+    "soft-label cross-entropy (nats)": "軟標籤交叉熵（nats）",
+    "draft argmax = target argmax": "草稿的 argmax = 目標模型的 argmax",
 }
 
 # Labels and figure text with numbers from a result file in them: (English pattern, zh-TW template).
@@ -405,6 +429,12 @@ PATTERNS: list[tuple[re.Pattern, str]] = [
             r"full block of (\d+) tokens, in prompt order \(green: served from the cache, red: computed\)",
             "完整區塊（每塊 {0} 個詞元），依提示順序（綠：來自快取；紅：重新計算）",
         ),
+        # ---- speculative and models figures (issue 16) ----
+        (r"predicted, idealised \(α = ([\d.]+), c = ([\d.]+)\)", "預測（理想化，α = {0}，c = {1}）"),
+        (r"(short|long) prompt, (\d+) new tokens", "{0}提示，{1} 個新詞元"),
+        (r"(.+) \((\d+) nodes\)", "{0}（{1} 個節點）"),
+        (r"agreement, (\d+)-step mean", "一致率，{0} 步平均"),
+        (r"(\d+)-step mean, on the target's own continuations", "{0} 步平均，在目標模型自己的接續上"),
     ]
 ]
 

@@ -2,7 +2,8 @@
 
 Writes ``docs/results/models_card.json`` (sizes, held-out perplexity, greedy acceptance rate,
 per-token decode times and their ratio c, load-and-generate time) and the training-curve figure
-``docs/figures/models/training_curve.png`` from the committed training log.
+``docs/figures/models/training_curve.png`` and ``distill_curve.png`` from the committed training
+logs, each in English and zh-TW (``python tools/redraw_figures.py models`` redraws only these).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from inferlab.bench import repo_root, write_result
+from inferlab.bench.figures import save_figure
 from inferlab.models import BUNDLED_DIR, load_pair
 from inferlab.models.train import read_split
 
@@ -186,7 +188,8 @@ def plot_training_curve(log_path: Path, out: Path) -> None:
     records = [json.loads(line) for line in log_path.read_text().splitlines()[1:]]
     records = [r for r in records if "event" not in r]
     steps = [r["step"] for r in records]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))
+    # One panel above the other, 6.4 inches wide: legible on a phone as on a desktop.
+    fig, (left, right) = plt.subplots(2, 1, figsize=(6.4, 6.4))
     joint = [r for r in records if "target_loss" in r]
     left.plot([r["step"] for r in joint], [r["target_loss"] for r in joint], label="target: cross-entropy")
     left.plot(steps, [r["draft_ce"] for r in records], label="draft: cross-entropy", alpha=0.8)
@@ -205,8 +208,7 @@ def plot_training_curve(log_path: Path, out: Path) -> None:
     right.set_ylim(0, 1)
     right.legend(loc="lower right")
     fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120)
+    save_figure(fig, out, dpi=120)
     plt.close(fig)
 
 
@@ -244,7 +246,7 @@ def plot_distillation_curve(log_path: Path, out: Path) -> None:
     def smooth(key: str) -> list[float]:  # a running mean: single batches are noisy
         return [statistics.mean(r[key] for r in records[max(0, i - window + 1) : i + 1]) for i in range(len(records))]
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.4))
+    fig, (left, right) = plt.subplots(2, 1, figsize=(6.4, 6.2))
     left.plot(steps, smooth("loss"), color="tab:blue")
     left.set_xlabel("step")
     left.set_ylabel("soft-label cross-entropy (nats)")
@@ -253,10 +255,9 @@ def plot_distillation_curve(log_path: Path, out: Path) -> None:
     right.set_ylabel("draft argmax = target argmax")
     right.set_ylim(0, 1)
     for ax in (left, right):
-        ax.set_title(f"{window}-step mean, on the target's own continuations", fontsize=9)
+        ax.set_title(f"{window}-step mean, on the target's own continuations", fontsize=10)
     fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120)
+    save_figure(fig, out, dpi=120)
     plt.close(fig)
 
 

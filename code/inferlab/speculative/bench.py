@@ -28,6 +28,7 @@ from pathlib import Path
 import torch
 
 from inferlab.bench import repo_root, write_result
+from inferlab.bench.figures import save_figure
 from inferlab.kvcache import LlamaDecoder, generate_cached
 from inferlab.models import load_pair, load_tokenizer
 from inferlab.speculative.alpha import greedy_alpha
@@ -446,36 +447,47 @@ def tree_experiment(pairs: dict, tokenizer, repeat: int, new_tokens: int | None)
 # Figures and the command line.
 
 
+# Figures are drawn for a phone as much as for a desktop: at most 6.4 inches wide with text of at
+# least 9 points, so that on a 390 px screen the smallest text is still about 7 px tall.
+FIGURE_DPI = 130
+
+
 def plot_exactness(values: dict, path: Path) -> None:
+    """Draw the exact draft and target probabilities beside the sampled frequencies, per sequence."""
     import matplotlib.pyplot as plt
 
     rows = values["rows"]
     x = range(len(rows))
-    fig, ax = plt.subplots(figsize=(7, 3.2))
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
     ax.bar([i - 0.27 for i in x], [r["draft_q"] for r in rows], 0.27, label="draft q (exact)", color="#bbbbbb")
     ax.bar(list(x), [r["target_p"] for r in rows], 0.27, label="target p (exact)", color="#3f51b5")
     ax.bar([i + 0.27 for i in x], [r["sampled"] for r in rows], 0.27, label="speculative samples", color="#ffb300")
-    ax.set_xticks(list(x), [r["sequence"] for r in rows])
+    # The sequences are token ids, data that reads the same in both languages: set as code.
+    ax.set_xticks(list(x), [r["sequence"] for r in rows], family="monospace")
     ax.set_xlabel("two-token continuation")
     ax.set_ylabel("probability")
-    ax.legend(frameon=False, fontsize=8)
+    ax.legend(frameon=False, fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=130)
+    save_figure(fig, path, dpi=FIGURE_DPI)
     plt.close(fig)
 
 
+# method -> (line style, colour, legend label)
+REGIME_STYLES = {
+    "ours_speculative": ("o-", "#3f51b5", "ours: speculative (inferlab decoder)"),
+    "ours_speculative_transformers": ("D-", "#9fa8da", "ours: speculative (transformers pair)"),
+    "hf_assisted": ("s--", "#7986cb", "transformers: assistant_model"),
+    "ours_prompt_lookup": ("^-", "#e65100", "ours: prompt lookup"),
+    "hf_prompt_lookup": ("v--", "#ffb74d", "transformers: prompt_lookup_num_tokens"),
+}
+
+
 def plot_regime(record: dict, path: Path) -> None:
+    """Draw measured and predicted speed-up against gamma for one prompt regime."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.4, 5.0))
-    styles = {
-        "ours_speculative": ("o-", "#3f51b5", "ours: speculative (inferlab decoder)"),
-        "ours_speculative_transformers": ("D-", "#9fa8da", "ours: speculative (transformers pair)"),
-        "hf_assisted": ("s--", "#7986cb", "transformers: assistant_model"),
-        "ours_prompt_lookup": ("^-", "#e65100", "ours: prompt lookup"),
-        "hf_prompt_lookup": ("v--", "#ffb74d", "transformers: prompt_lookup_num_tokens"),
-    }
-    for method, (style, color, label) in styles.items():
+    fig, ax = plt.subplots(figsize=(6.4, 6.6))
+    for method, (style, color, label) in REGIME_STYLES.items():
         rows = [r for r in record["rows"] if r["method"] == method]
         ax.plot([r["gamma"] for r in rows], [r["speedup"] for r in rows], style, color=color, label=label)
     ours = [r for r in record["rows"] if r["method"] == "ours_speculative"]
@@ -485,7 +497,7 @@ def plot_regime(record: dict, path: Path) -> None:
         [r["predicted_speedup"] for r in ours],
         ":",
         color="black",
-        label=f"predicted, idealised (alpha={record['alpha']:.2f}, c={record['c']:.2f})",
+        label=f"predicted, idealised (α = {record['alpha']:.2f}, c = {record['c']:.2f})",
     )
     ax.plot(
         gammas,
@@ -496,32 +508,35 @@ def plot_regime(record: dict, path: Path) -> None:
     )
     ax.axhline(1.0, color="grey", linewidth=0.8)
     ax.set_xticks(gammas)
-    ax.set_xlabel("gamma (drafted tokens per round)")
+    ax.set_xlabel("γ (drafted tokens per round)")
     ax.set_ylabel("speed-up over the fastest plain greedy loop")
     ax.set_title(f"{record['regime']} prompt, {record['new_tokens']} new tokens")
-    # Below the axes: seven curves leave no empty corner for a legend inside.
-    ax.legend(frameon=False, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
+    # Below the axes, one entry a line: seven curves leave no empty corner for a legend inside,
+    # and two columns would need a smaller font than a phone can show.
+    ax.legend(frameon=False, fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=1)
     fig.tight_layout()
-    fig.savefig(path, dpi=130)
+    save_figure(fig, path, dpi=FIGURE_DPI)
     plt.close(fig)
 
 
 def plot_tree(values: dict, path: Path) -> None:
+    """Draw tokens per target call and speed-up of every chain and tree shape, one above the other."""
     import matplotlib.pyplot as plt
 
     rows = values["rows"]
-    fig, (calls, speed) = plt.subplots(1, 2, figsize=(9, 3.4))
+    fig, (calls, speed) = plt.subplots(2, 1, figsize=(6.4, 6.4), sharey=True)
     colors = ["#3f51b5" if r["shape"].startswith("chain") else "#e65100" for r in rows]
-    labels = [f"{r['shape']}\n({r['nodes_per_tree']} nodes)" for r in rows]
-    calls.bar(labels, [r["tokens_per_target_call"] for r in rows], color=colors)
-    calls.set_ylabel("tokens per target call")
-    speed.bar(labels, [r["speedup"] for r in rows], color=colors)
-    speed.axhline(1.0, color="grey", linewidth=0.8)
-    speed.set_ylabel("speed-up over plain greedy")
-    for ax in (calls, speed):
-        ax.tick_params(axis="x", labelsize=6, rotation=60)
+    names = [f"{r['shape']} ({r['nodes_per_tree']} nodes)" for r in rows]
+    y = range(len(rows))
+    calls.barh(y, [r["tokens_per_target_call"] for r in rows], color=colors)
+    calls.set_xlabel("tokens per target call")
+    speed.barh(y, [r["speedup"] for r in rows], color=colors)
+    speed.axvline(1.0, color="grey", linewidth=0.8)
+    speed.set_xlabel("speed-up over plain greedy")
+    calls.set_yticks(list(y), names)
+    calls.invert_yaxis()  # the first shape on top, in the order the table lists them
     fig.tight_layout()
-    fig.savefig(path, dpi=130)
+    save_figure(fig, path, dpi=FIGURE_DPI)
     plt.close(fig)
 
 
