@@ -455,3 +455,80 @@ def chinese(text: str) -> str:
         if match:
             return template.format(*(chinese(group) for group in match.groups()))
     return text
+
+
+# ---- diagrams: decoding/kvcache/speculative (issue 17; inferlab.diagrams and their worked examples) ----
+FIGURE_TEXT.update(
+    {
+        # decoding: the probability tree and the trellis
+        "start": "開始",
+        "first token": "第一個詞元",
+        "second token": "第二個詞元",
+        "p(sequence)": "p(序列)",
+        "greedy path": "貪婪解碼的路徑",
+        "most probable sequence": "機率最高的序列",
+        "state = the last token (a window of k = 1)": "狀態 = 最後一個詞元（k = 1 的視窗）",
+        "a candidate, beaten": "被比下去的候選",
+        "the best way into a state": "進入每個狀態的最佳路徑",
+        "the most probable sequence": "機率最高的序列",
+        # kvcache: masks and the growing cache
+        "causal": "因果遮罩",
+        "bidirectional": "雙向注意力",
+        "key": "鍵",
+        "query": "查詢",
+        "new": "新",
+        "read before the new token came": "新詞元加入前就已讀取",
+        "read by the new token": "被新詞元讀取",
+        "an earlier token reads the new one": "較早的詞元讀取了新詞元",
+        "masked: not read": "被遮罩：不讀取",
+        "prefill": "預填",
+        "cached keys and values, by position": "快取中的鍵與值，依位置排列",
+        "computed this step": "這一步計算的",
+        "reused from the cache": "從快取重複使用的",
+        "empty (preallocated)": "空位（預先配置）",
+        "training:\none pass": "訓練：\n一次前向傳播",
+        "generation:\none step per token": "生成：\n每個詞元一步",
+        "a key the position reads (causal mask)": "該位置讀取的鍵（因果遮罩）",
+        "the chosen token is the next step's input": "選出的詞元是下一步的輸入",
+        # speculative: one round, and a token tree with its mask
+        "draft model:\none token per call": "草稿模型：\n每次呼叫一個詞元",
+        "target model:\none call": "目標模型：\n一次呼叫",
+        "keep with\nmin(1, p/q)": "以 min(1, p/q)\n的機率保留",
+        "output": "輸出",
+        "bonus": "額外詞元",
+        "time": "時間",
+        r"drawn from $\mathrm{norm}(\max(0, p - q))$": r"從 $\mathrm{norm}(\max(0, p - q))$ 取樣",
+        "bonus: drawn from p4 if all drafts are kept": "額外詞元：草稿全被保留時從 p4 取樣",
+        "prefix": "前綴",
+        "key →": "鍵 →",
+        "query ↓": "查詢 ↓",
+        "the shared prefix": "共用的前綴",
+        "the node and its ancestors": "節點自己與它的祖先",
+        "hidden: other branches": "看不到：其他分支",
+    }
+)
+PATTERNS += [
+    (re.compile(pattern, re.DOTALL), template)
+    for pattern, template in [
+        (r"decode step (\d+)", "解碼第 {0} 步"),
+        (r"depth (\d+)", "深度 {0}"),
+    ]
+]
+COLUMNS.update(
+    {
+        # decoding_worked_viterbi: three Viterbi steps by hand
+        "x": ("x", "x"),
+        "from X": ("from X", "來自 X"),
+        "from Y": ("from Y", "來自 Y"),
+        "from Z": ("from Z", "來自 Z"),
+        "s_t(x)": ("s_t(x) ← from", "s_t(x) ← 來自"),
+        # speculative_worked_round: one accept-or-resample step by hand
+        "target p(v)": ("target p(v)", "目標 p(v)"),
+        "draft q(v)": ("draft q(v)", "草稿 q(v)"),
+        "min(1, p/q)": ("kept with probability min(1, p/q)", "保留的機率 min(1, p/q)"),
+        "proposed and kept": ("proposed and kept", "提出且保留"),
+        "thrown away": ("thrown away", "丟掉"),
+        "still missing": ("still missing", "仍然缺少"),
+        "comes out": ("comes out: kept + rejected × residual", "輸出：保留 + 拒絕 × 殘差"),
+    }
+)
