@@ -28,15 +28,30 @@ if missing:
 # %% [markdown]
 # ## The model pair
 #
-# Every cell below reads its models from `INFERLAB_TARGET` and `INFERLAB_DRAFT`. In Colab the
-# defaults load a Qwen2.5 pair from Hugging Face; any target and draft that share a tokenizer work,
-# and so does a local folder. The outputs shown on the site come from the site's bundled pair with
-# `INFERLAB_FAST=1` (short loops). Variables already set win: to switch pairs after running this
-# cell, assign `os.environ[...]` directly.
+# Every cell below reads its models from `INFERLAB_TARGET` and `INFERLAB_DRAFT`. With
+# `SITE_PAIR = True` they name the site's own small pair: in Colab the cell installs the site's
+# `inferlab` package, which carries it, and links the pair here as `inferlab-pair/`. Every cell
+# then runs in seconds on a free CPU runtime, and prints what the site shows (the site ran it with
+# `INFERLAB_FAST=1`, short loops). With `SITE_PAIR = False` they name a Qwen2.5 pair on Hugging
+# Face; any target and draft that share a tokenizer work, and so does a local folder. Variables
+# already set win: to switch pairs after running this cell, assign `os.environ[...]` directly.
 
 # %%
+import importlib.util
 import os
 
+# True: the site's own small pair, which runs every cell in seconds on a free CPU runtime.
+# False: a Qwen2.5 pair from Hugging Face (gigabytes to download; better on a GPU runtime).
+SITE_PAIR = True
+if SITE_PAIR and not os.path.isdir("inferlab-pair"):
+    if importlib.util.find_spec("inferlab") is None:  # in Colab: the site's package carries the pair
+        %pip install -q "git+https://github.com/inferlab/llm-fast-inference"
+        importlib.invalidate_caches()
+    package = importlib.util.find_spec("inferlab").submodule_search_locations[0]
+    os.symlink(os.path.join(package, "models", "bundled"), "inferlab-pair")  # a short name, here
+if SITE_PAIR:
+    os.environ.setdefault("INFERLAB_TARGET", "inferlab-pair/target")
+    os.environ.setdefault("INFERLAB_DRAFT", "inferlab-pair/draft")
 os.environ.setdefault("INFERLAB_TARGET", "Qwen/Qwen2.5-1.5B-Instruct")
 os.environ.setdefault("INFERLAB_DRAFT", "Qwen/Qwen2.5-0.5B-Instruct")
 print("target:", os.environ["INFERLAB_TARGET"])
@@ -57,7 +72,7 @@ print("draft: ", os.environ["INFERLAB_DRAFT"])
 # ## MAP by dynamic programming
 #
 # For a model whose next token depends only on the last token, the Viterbi algorithm (1967) finds
-# the most probable sequence without listing all \(V^T\) of them. The cell prints its trellis on
+# the most probable sequence without listing all $V^T$ of them. The cell prints its trellis on
 # the same model and checks the answer against brute force.
 
 # %%

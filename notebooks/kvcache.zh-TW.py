@@ -19,11 +19,24 @@ if missing:
 # %% [markdown]
 # ## 模型組
 #
-# 下面每一格都從 `INFERLAB_TARGET` 與 `INFERLAB_DRAFT` 讀取模型。在 Colab 上，預設值會從 Hugging Face 載入一組 Qwen2.5 模型；任何共用同一個分詞器的目標模型與草稿模型都可以，本機資料夾也可以。本站顯示的輸出來自本站的內建模型組，並設定了 `INFERLAB_FAST=1`（迴圈較短）。已經設定的環境變數優先：執行這一格之後若要換模型組，請直接指定 `os.environ[...]`。
+# 下面每一格都從 `INFERLAB_TARGET` 與 `INFERLAB_DRAFT` 讀取模型。`SITE_PAIR = True` 時，它們指向本站自己的小型模型組：在 Colab 上，這一格會安裝帶有這組模型的本站套件 `inferlab`，並把模型組連結到這裡的 `inferlab-pair/`。之後每一格在免費的 CPU 執行環境上只要幾秒，印出的內容也和本站顯示的一樣（本站執行時設定了 `INFERLAB_FAST=1`，迴圈較短）。`SITE_PAIR = False` 時，它們指向 Hugging Face 上的一組 Qwen2.5 模型；任何共用同一個分詞器的目標模型與草稿模型都可以，本機資料夾也可以。已經設定的環境變數優先：執行這一格之後若要換模型組，請直接指定 `os.environ[...]`。
 
 # %%
+import importlib.util
 import os
 
+# True: the site's own small pair, which runs every cell in seconds on a free CPU runtime.
+# False: a Qwen2.5 pair from Hugging Face (gigabytes to download; better on a GPU runtime).
+SITE_PAIR = True
+if SITE_PAIR and not os.path.isdir("inferlab-pair"):
+    if importlib.util.find_spec("inferlab") is None:  # in Colab: the site's package carries the pair
+        %pip install -q "git+https://github.com/inferlab/llm-fast-inference"
+        importlib.invalidate_caches()
+    package = importlib.util.find_spec("inferlab").submodule_search_locations[0]
+    os.symlink(os.path.join(package, "models", "bundled"), "inferlab-pair")  # a short name, here
+if SITE_PAIR:
+    os.environ.setdefault("INFERLAB_TARGET", "inferlab-pair/target")
+    os.environ.setdefault("INFERLAB_DRAFT", "inferlab-pair/draft")
 os.environ.setdefault("INFERLAB_TARGET", "Qwen/Qwen2.5-1.5B-Instruct")
 os.environ.setdefault("INFERLAB_DRAFT", "Qwen/Qwen2.5-0.5B-Instruct")
 print("target:", os.environ["INFERLAB_TARGET"])

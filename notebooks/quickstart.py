@@ -2,8 +2,10 @@
 # # Quick start: generate text token by token
 #
 # This notebook loads a causal language model and writes text one token at a time, the loop every
-# other lab speeds up. It runs offline on the site's bundled model pair, or in Colab on any Hugging
-# Face model: change `TARGET` in the cell after the set-up.
+# other lab speeds up. With `SITE_PAIR = True` (the cell after the set-up) it runs the site's own
+# small model, which the cell installs in Colab with the site's `inferlab` package and links here as
+# `inferlab-pair/`: seconds on a free CPU runtime. With `SITE_PAIR = False` it loads a Qwen2.5
+# model from Hugging Face; any causal model works, named by `INFERLAB_TARGET`.
 
 # %% [markdown]
 # ## Set up
@@ -20,12 +22,23 @@ if missing:
     %pip install -q {packages}
 
 # %%
+import importlib.util
 import os
+
+# True: the site's own small pair, which runs every cell in seconds on a free CPU runtime.
+# False: a Qwen2.5 pair from Hugging Face (gigabytes to download; better on a GPU runtime).
+SITE_PAIR = True
+if SITE_PAIR and not os.path.isdir("inferlab-pair"):
+    if importlib.util.find_spec("inferlab") is None:  # in Colab: the site's package carries the pair
+        %pip install -q "git+https://github.com/inferlab/llm-fast-inference"
+        importlib.invalidate_caches()
+    package = importlib.util.find_spec("inferlab").submodule_search_locations[0]
+    os.symlink(os.path.join(package, "models", "bundled"), "inferlab-pair")  # a short name, here
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-TARGET = os.environ.get("INFERLAB_TARGET", "Qwen/Qwen2.5-0.5B-Instruct")
+TARGET = os.environ.get("INFERLAB_TARGET", "inferlab-pair/target" if SITE_PAIR else "Qwen/Qwen2.5-0.5B-Instruct")
 tokenizer = AutoTokenizer.from_pretrained(TARGET)
 model = AutoModelForCausalLM.from_pretrained(TARGET, dtype=torch.float32).eval()
 print(f"{TARGET}: {sum(p.numel() for p in model.parameters()) / 1e6:.1f} M parameters")

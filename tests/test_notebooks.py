@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import html.parser
 import os
 import re
 import sys
@@ -178,3 +179,126 @@ def test_notebook_runs_top_to_bottom(source, monkeypatch):
     notebooks.execute(notebook)  # raises CellExecutionError, naming the cell, on any error
     errors = [o for c in notebook.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert errors == []
+
+
+# ---- math and paths a reader sees (issue 16) ----------------------------------------------
+
+
+def test_math_in_latex_delimiters_is_refused(tree):
+    _, source = tree
+    source.write_text("# %% [markdown]\n# The rate \\(\\alpha\\) of acceptance.\n")
+    with pytest.raises(ValueError, match=r"write math as \$\.\.\.\$"):
+        notebooks.render(source)
+
+
+def test_notebook_math_renders_as_the_pages_math():
+    """nbconvert's Markdown (what mkdocs-jupyter uses) gives the elements the site's MathJax typesets."""
+    import reader_hooks
+    from nbconvert.filters.markdown_mistune import markdown2html_mistune
+
+    reader_hooks.notebook_math_as_arithmatex()
+    html = markdown2html_mistune("kept with probability $\\min(1, p/q)$, and\n\n$$V^T$$\n")
+    assert '<span class="arithmatex">\\(\\min(1, p/q)\\)</span>' in html
+    assert '<div class="arithmatex">\\[V^T\\]</div>' in html
+    assert "$" not in html
+
+
+# A path only this repository has: the outputs a reader sees next to "run this in Colab" must not
+# print one (the set-up cell links the installed package's pair as inferlab-pair/ instead).
+REPOSITORY_PATH = re.compile(r"\.\./|code/inferlab|docs/labs|/work/|/home/|/tmp/")
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.name)
+def test_saved_outputs_print_no_repository_path(source):
+    for number, cell in enumerate(rendered(source).cells, start=1):
+        for output in cell.get("outputs", []):
+            text = output.get("text", "") + str(output.get("data", {}).get("text/plain", ""))
+            assert not REPOSITORY_PATH.search(text), f"{source.name} cell {number} prints a path: {text[:300]!r}"
+
+
+@pytest.mark.parametrize("source", ENGLISH, ids=lambda p: p.name)
+def test_the_pair_is_installed_from_this_sites_repository(source):
+    repo = re.search(r"^repo_url:\s*(\S+?)/?$", (ROOT / "mkdocs.yml").read_text(), re.M).group(1)
+    installs = set(re.findall(r'%pip install -q "git\+(\S+?)"', source.read_text(encoding="utf-8")))
+    assert installs <= {repo}, f"{source.name}: installs {installs}, the site's repo is {repo}"
+    if "SITE_PAIR" in source.read_text(encoding="utf-8"):
+        assert installs == {repo}, f"{source.name}: SITE_PAIR without installing the site's package"
+
+
+# TeX a reader would see as text: LaTeX delimiters, $$, $...$ holding a command, a bare command,
+# or a superscript.
+RAW_TEX = re.compile(
+    r"\\[()\[\]]|\$\$|\$[^$\s][^$]*\\[A-Za-z][^$]*\$|\\(?:alpha|gamma|min|max|frac|sum|mathrm)\b"
+    r"|\b[A-Za-z]\^[A-Za-z0-9{]"  # V^T: what is left of \(V^T\) once Markdown has eaten the backslashes
+)
+
+
+class VisibleText(html.parser.HTMLParser):
+    """Collects a page's prose: not code, scripts, styles, hidden copies of code, or typeset math.
+
+    A skipped element is left at its own end tag, counted by name (nested elements of the same
+    name included), so tags the HTML leaves unclosed (<p>, <li>) cannot upset the count.
+    """
+
+    SKIPPED = {"script", "style", "pre", "code", "textarea"}
+    # Typeset math, and mkdocs-jupyter's hidden copy of each code cell (what its copy button copies).
+    HIDDEN_OR_MATH = {"arithmatex", "clipboard-copy-txt"}
+
+    def __init__(self):
+        super().__init__()
+        self.skipping: str | None = None  # the name of the skipped element we are inside
+        self.depth = 0  # how many elements of that name are open
+        self.parts: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        if self.skipping:
+            self.depth += tag == self.skipping
+        elif tag in self.SKIPPED or self.HIDDEN_OR_MATH & set((dict(attrs).get("class") or "").split()):
+            self.skipping, self.depth = tag, 1
+
+    def handle_endtag(self, tag):
+        if self.skipping == tag:
+            self.depth -= 1
+            if self.depth == 0:
+                self.skipping = None
+
+    def handle_data(self, data):
+        if not self.skipping:
+            self.parts.append(data)
+
+
+def visible_text(page_html: str) -> str:
+    parser = VisibleText()
+    parser.feed(page_html)
+    return " ".join(parser.parts)
+
+
+def built_pages() -> list[Path]:
+    site = ROOT / "site"
+    return sorted(p for p in site.rglob("index.html") if "assets" not in p.parts) if site.is_dir() else []
+
+
+def test_raw_tex_is_caught_and_typeset_math_is_not():
+    assert RAW_TEX.search(visible_text("<p>the acceptance rate (\\alpha) and (\\min(1, p/q))</p>"))
+    assert RAW_TEX.search(visible_text("<p>rate $\\alpha$ here</p>"))
+    assert RAW_TEX.search(visible_text("<p>all \\(V^T\\) of them</p>"))
+    assert RAW_TEX.search(visible_text("<p>all (V^T) of them</p>"))
+    typeset = '<p>rate <span class="arithmatex">\\(\\alpha\\)</span>; <code>$\\x</code> costs $5</p>'
+    assert not RAW_TEX.search(visible_text(typeset))
+
+
+def test_built_pages_show_no_raw_tex():
+    """Every page of both languages, notebooks included: math is typeset, never shown as TeX."""
+    pages = built_pages()
+    if not pages:
+        if os.environ.get("INFERLAB_REQUIRE_BROWSER") == "1":
+            pytest.fail("the site is not built (nox -s docs)")
+        pytest.skip("the site is not built (nox -s docs)")
+    found = {}
+    for page in pages:
+        text = visible_text(page.read_text(encoding="utf-8"))
+        if hits := RAW_TEX.findall(text):
+            found[str(page.parent.relative_to(ROOT / "site"))] = hits[:5]
+    assert not found, f"raw TeX on {len(found)} of {len(pages)} pages: {found}"
+    labs = [p for p in pages if "labs" in p.parts]
+    assert len(labs) >= 12, f"only {len(labs)} notebook pages built"

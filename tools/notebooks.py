@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -106,9 +107,24 @@ def badge_cell(source: Path):
     )
 
 
+# LaTeX's own delimiters: Jupyter, Colab and the site's notebook pages read math only between $ signs.
+LATEX_DELIMITER = re.compile(r"\\[()\[\]]")
+
+
+def check_math_delimiters(notebook, source: Path) -> None:
+    """Refuse Markdown cells that write math as \\( ... \\) or \\[ ... \\]: it would show as raw TeX."""
+    for number, cell in enumerate(notebook.cells, start=1):
+        if cell.cell_type == "markdown" and LATEX_DELIMITER.search(cell.source):
+            raise ValueError(
+                f"{source.name}, cell {number}: write math as $...$ or $$...$$ in notebooks, "
+                f"not \\(...\\) or \\[...\\] (Markdown eats the backslash)"
+            )
+
+
 def render(source: Path):
     """Return the notebook of a source, includes expanded and badge added, not yet executed."""
     notebook = jupytext.read(source)
+    check_math_delimiters(notebook, source)
     expand_includes(notebook, source)
     # Under the title (the first cell, a "# ..." heading), or first when there is none.
     has_title = (
@@ -160,18 +176,30 @@ def stale(sources: list[Path]) -> list[Path]:
 
 
 def execute(notebook, target: Path | None = None, draft: Path | None = None) -> None:
-    """Run every cell in a fresh kernel, offline, on the given pair (default: the bundled one)."""
+    """Run every cell in a fresh kernel, offline, on the given pair (default: the bundled one).
+
+    The kernel starts in an empty folder, as a Colab runtime does. By default the notebook's own
+    set-up cell (``SITE_PAIR = True``) links the installed package's pair there as
+    ``inferlab-pair/``, so the saved outputs print paths that exist in Colab too, never a path of
+    this repository; a pair given here is named by its own paths instead.
+    """
     from nbclient import NotebookClient
 
     from inferlab.models import BUNDLED_DIR
 
-    target, draft = Path(target or BUNDLED_DIR / "target"), Path(draft or BUNDLED_DIR / "draft")
-    for name, folder in (("target", target), ("draft", draft)):
-        if not (folder / "config.json").is_file():
+    for name, folder in (("target", target or BUNDLED_DIR / "target"), ("draft", draft or BUNDLED_DIR / "draft")):
+        if not (Path(folder) / "config.json").is_file():
             raise ValueError(
                 f"{name} must be a model folder with a config.json, got {folder} (is the bundled pair trained?)"
             )
     out = tempfile.mkdtemp(prefix="inferlab-notebook-")  # figures a snippet saves stay out of docs/
+    runtime = tempfile.mkdtemp(prefix="inferlab-runtime-")  # the kernel's folder, like Colab's /content
+    for name in ("INFERLAB_TARGET", "INFERLAB_DRAFT"):
+        os.environ.pop(name, None)  # a pair set in this shell would leak into the outputs
+    if target:
+        os.environ["INFERLAB_TARGET"] = str(Path(target).resolve())
+    if draft:
+        os.environ["INFERLAB_DRAFT"] = str(Path(draft).resolve())
     os.environ.update(
         HF_HUB_OFFLINE="1",
         TRANSFORMERS_OFFLINE="1",
@@ -180,12 +208,14 @@ def execute(notebook, target: Path | None = None, draft: Path | None = None) -> 
         # Progress bars would fill the rendered outputs; Colab's widgets would hide them anyway.
         HF_HUB_DISABLE_PROGRESS_BARS="1",
         PYTHONWARNINGS="ignore:IProgress not found",
-        # Relative to the kernel's folder (docs/labs): the outputs show a path any checkout has.
-        INFERLAB_TARGET=os.path.relpath(target, LABS),
-        INFERLAB_DRAFT=os.path.relpath(draft, LABS),
         MPLBACKEND="module://matplotlib_inline.backend_inline",
     )
-    NotebookClient(notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(LABS)}}).execute()
+    try:
+        NotebookClient(
+            notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": runtime}}
+        ).execute()
+    finally:
+        shutil.rmtree(runtime, ignore_errors=True)
     for cell in notebook.cells:
         cell.metadata.pop("execution", None)  # kernel timestamps: noise in every diff
 

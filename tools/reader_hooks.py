@@ -334,8 +334,36 @@ def glossary_words(glossary: Path) -> list[str]:
     return words
 
 
+def notebook_math_as_arithmatex() -> None:
+    """Render the math of notebook Markdown as arithmatex does on every other page.
+
+    Notebooks write math as Jupyter and Colab read it, ``$...$`` and ``$$...$$``. nbconvert (which
+    mkdocs-jupyter uses) keeps those delimiters in its HTML, and the site's MathJax typesets only
+    arithmatex's elements, so the formulas would show as raw TeX. nbconvert's math tokens are
+    written as arithmatex's elements instead (``\\(...\\)`` in ``span.arithmatex``, ``\\[...\\]`` in
+    ``div.arithmatex``). mkdocs-jupyter caches rendered notebooks by their bytes: after changing
+    this, delete .cache/mkdocs-jupyter.
+    """
+    from nbconvert.filters.markdown_mistune import IPythonRenderer
+
+    def inline_math(self, body: str) -> str:
+        return f'<span class="arithmatex">\\({self.escape_html(body)}\\)</span>'
+
+    def block_math(self, body: str) -> str:
+        return f'<div class="arithmatex">\\[{self.escape_html(body)}\\]</div>'
+
+    def latex_environment(self, name: str, body: str) -> str:
+        name, body = self.escape_html(name), self.escape_html(body)
+        return f'<div class="arithmatex">\\[\\begin{{{name}}}{body}\\end{{{name}}}\\]</div>'
+
+    IPythonRenderer.inline_math = inline_math
+    IPythonRenderer.block_math = block_math
+    IPythonRenderer.latex_environment = latex_environment
+
+
 def on_config(config):
-    """Teach jieba the glossary's terms, so the index keeps each one as a single word."""
+    """Render notebook math like the pages' math; teach jieba the glossary's terms for the index."""
+    notebook_math_as_arithmatex()
     try:
         import jieba
     except ImportError:  # without jieba, Material's search does not cut Chinese text at all
