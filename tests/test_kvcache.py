@@ -246,3 +246,30 @@ def test_bad_configs_are_refused():
         DecoderConfig.from_hf(scaled)
     with pytest.raises(TypeError, match="path_or_model"):
         LlamaDecoder.from_pretrained(42)
+
+
+@pytest.mark.parametrize(("heads", "kv_heads"), [(4, 4), (6, 2), (4, 1)])
+@pytest.mark.parametrize(("q_len", "k_len", "causal"), [(7, 7, True), (3, 10, True), (1, 9, True), (5, 5, False)])
+def test_fused_attention_equals_the_explicit_causal_attention(heads, kv_heads, q_len, k_len, causal):
+    # The fused kernel the fast paths use must compute what the readable causal_attention computes:
+    # a whole prompt (the kernel's own causal mask), queries after a cached prefix, one decode
+    # query, and bidirectional attention.
+    from inferlab.kvcache.decoder import fused_attention
+
+    torch.manual_seed(0)
+    q = torch.randn(2, heads, q_len, 8)
+    k, v = torch.randn(2, kv_heads, k_len, 8), torch.randn(2, kv_heads, k_len, 8)
+    start = k_len - q_len
+    expected = causal_attention(q, k, v, q_start=start, causal=causal)
+    torch.testing.assert_close(fused_attention(q, k, v, q_start=start, causal=causal), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_fused_attention_with_an_explicit_mask_follows_the_mask():
+    from inferlab.kvcache.decoder import fused_attention
+
+    torch.manual_seed(0)
+    q, k, v = torch.randn(1, 2, 3, 4), torch.randn(1, 2, 5, 4), torch.randn(1, 2, 5, 4)
+    allowed = torch.tensor([[1, 0, 1, 0, 0], [1, 1, 0, 0, 1], [0, 0, 0, 1, 1]], dtype=torch.bool)
+    scores = (q @ k.transpose(-1, -2)) / 2.0  # sqrt(head_dim = 4)
+    expected = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1) @ v
+    torch.testing.assert_close(fused_attention(q, k, v, allowed=allowed), expected, atol=1e-6, rtol=1e-5)

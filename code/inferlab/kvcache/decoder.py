@@ -236,20 +236,29 @@ def causal_attention(
 
 
 def fused_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_start: int = 0, allowed: torch.Tensor | None = None
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    q_start: int = 0,
+    allowed: torch.Tensor | None = None,
+    causal: bool = True,
 ) -> torch.Tensor:
     """Return what causal_attention returns (or attention under an explicit mask), via PyTorch's fused SDPA.
 
     ``allowed`` is an optional (Tq, Tk) boolean mask, True where a query may read a key (a token
-    tree's mask); without it query i sees keys 0..q_start + i. The arithmetic is the same as in
-    :func:`causal_attention`, but one fused kernel replaces five separate tensor operations, which is
-    what a long prefill or a many-token verification step spends its time on.
+    tree's mask); without it query i sees keys 0..q_start + i (every key if ``causal=False``). The
+    arithmetic is the same as in :func:`causal_attention`, but one fused kernel replaces five
+    separate tensor operations and never stores the (Tq, Tk) score matrix, which is what a long
+    prefill or a many-token verification step spends its time on.
     """
+    check_cached_attention(q, k, v, q_start, causal)
     q_len, k_len = q.shape[2], k.shape[2]
-    if allowed is None and q_len > 1:
+    grouped = q.shape[1] != k.shape[1]
+    if allowed is None and causal and q_len > 1:
+        if q_start == 0 and q_len == k_len:  # a whole prompt: the kernel's own causal mask, no mask tensor
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=grouped)
         query_pos = torch.arange(q_start, q_start + q_len, device=q.device)[:, None]
         allowed = torch.arange(k_len, device=q.device)[None, :] <= query_pos
-    grouped = q.shape[1] != k.shape[1]
     return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, enable_gqa=grouped)
 
 

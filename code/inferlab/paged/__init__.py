@@ -6,7 +6,7 @@ decoder), ``offload`` (the weight-offloading cost model), ``labs`` (the CPU labs
 same experiments with the real vLLM, for Colab).
 """
 
-from inferlab.paged.attention import paged_attention, write_kv
+from inferlab.paged.attention import paged_attention, paged_prefill_attention, write_kv
 from inferlab.paged.blocks import (
     ROOT_HASH,
     Block,
@@ -25,6 +25,7 @@ __all__ = [
     "hash_block",
     "hash_chain",
     "paged_attention",
+    "paged_prefill_attention",
     "write_kv",
     "MiniEngine",
     "Request",

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import torch
 
+from inferlab.kvcache.decoder import fused_attention
+
 
 # --8<-- [start:checks]
 def _described(value) -> str:
@@ -80,6 +82,15 @@ def write_kv(
 # --8<-- [end:write]
 
 
+def gather_kv(
+    k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor, length: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Return one sequence's first ``length`` keys and values, (1, kv_heads, length, head_dim), in token order."""
+    k = k_cache[block_table].flatten(0, 1)[:length]  # (blocks * block_size, kv_heads, head_dim) -> first length
+    v = v_cache[block_table].flatten(0, 1)[:length]
+    return k.transpose(0, 1)[None], v.transpose(0, 1)[None]
+
+
 # --8<-- [start:paged_attention]
 def paged_attention(
     q: torch.Tensor,
@@ -116,3 +127,18 @@ def paged_attention(
 
 
 # --8<-- [end:paged_attention]
+
+
+def paged_prefill_attention(
+    q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor, length: int
+) -> torch.Tensor:
+    """Return what paged_attention returns for one sequence, through PyTorch's fused attention kernel.
+
+    q: (1, heads, Tq, head_dim), the queries of the sequence's last Tq tokens; block_table: (blocks,);
+    length: how many tokens the sequence has, the Tq new ones included. A prompt of T tokens would
+    make paged_attention build a T x T score matrix per head; the fused kernel never stores it, and
+    that is most of a long prefill's time. A test checks that the two agree.
+    """
+    check_paged_inputs(q, k_cache, v_cache, block_table[None], torch.tensor([length], device=q.device))
+    k, v = gather_kv(k_cache, v_cache, block_table, length)
+    return fused_attention(q, k, v, q_start=length - q.shape[2])

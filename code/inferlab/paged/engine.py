@@ -24,7 +24,7 @@ import torch
 
 from inferlab.checks import require_int, require_token_ids
 from inferlab.kvcache.decoder import LlamaDecoder
-from inferlab.paged.attention import paged_attention, write_kv
+from inferlab.paged.attention import paged_attention, paged_prefill_attention, write_kv
 from inferlab.paged.blocks import BlockManager, OutOfBlocksError
 
 
@@ -248,9 +248,10 @@ class MiniEngine:
                 att = paged_attention(q[0][:, index].transpose(0, 1)[:, :, None], k_cache, v_cache, tables, lengths)
                 out[0][:, index] = att[:, :, 0].transpose(0, 1)
             for request, first, count in prefill_rows:  # prompts differ in length: one call each
-                tables, lengths = self._tables([request])
-                out[:, :, first : first + count] = paged_attention(
-                    q[:, :, first : first + count], k_cache, v_cache, tables, lengths
+                table = torch.tensor(self.blocks.block_table(request.request_id), device=device)
+                length = self.blocks.num_tokens(request.request_id)
+                out[:, :, first : first + count] = paged_prefill_attention(
+                    q[:, :, first : first + count], k_cache, v_cache, table, length
                 )
             h = layer.finish(h, out)
         last_rows = torch.tensor([first + count - 1 for _, first, count in rows], device=device)
