@@ -192,6 +192,32 @@ def read_result(name: str) -> dict[str, Any]:
     return record
 
 
+SPREAD_LIMIT = 1.5  # a figure whose repeats differ by more than this was measured on a busy machine
+
+
+def spread(seconds: list[float]) -> float:
+    """Return max / min of repeated timings: 1.0 means perfectly steady."""
+    if not seconds or min(seconds) <= 0:
+        raise ValueError(f"seconds must be a non-empty list of positive timings, got {seconds!r}")
+    return round(max(seconds) / min(seconds), 3)
+
+
+def unsteady(values: Any, limit: float = SPREAD_LIMIT, where: str = "values") -> list[str]:
+    """Return where a result holds a spread above ``limit`` (every key named ``spread`` or ``*_spread``)."""
+    found = []
+    if isinstance(values, dict):
+        for key, value in values.items():
+            here = f"{where}.{key}"
+            if (key == "spread" or key.endswith("_spread")) and isinstance(value, (int, float)) and value > limit:
+                found.append(f"{here} = {value}")
+            else:
+                found += unsteady(value, limit, here)
+    elif isinstance(values, list):
+        for index, value in enumerate(values):
+            found += unsteady(value, limit, f"{where}[{index}]")
+    return found
+
+
 def _check_counts(repeat: int, warmup: int) -> None:
     for name, value in (("repeat", repeat), ("warmup", warmup)):
         if isinstance(value, bool) or not isinstance(value, int):

@@ -174,6 +174,14 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "turn": ("turn", "輪次"),
     "ttft_ms_cached": ("TTFT with prefix caching (ms)", "有前綴快取的首詞元延遲（毫秒）"),
     "ttft_ms_no_cache": ("TTFT without (ms)", "沒有前綴快取的首詞元延遲（毫秒）"),
+    "forward_ms": ("transformers forward, same prompt (ms)", "transformers 前向傳播，同一提示（毫秒）"),
+    "ttft_vs_forward": ("TTFT ÷ forward", "首詞元延遲 ÷ 前向傳播"),
+    "cached_vs_forward": ("TTFT with caching ÷ forward", "有快取的首詞元延遲 ÷ 前向傳播"),
+    "requests": ("concurrent requests", "同時的請求數"),
+    "engine_batched_tokens_per_s": ("MiniEngine, all together (tokens/s)", "MiniEngine，一起服務（詞元／秒）"),
+    "engine_one_at_a_time_tokens_per_s": ("MiniEngine, one at a time (tokens/s)", "MiniEngine，一次一個（詞元／秒）"),
+    "generate_batched_tokens_per_s": ("generate, one batch (tokens/s)", "generate，一個批次（詞元／秒）"),
+    "generate_one_at_a_time_tokens_per_s": ("generate, one at a time (tokens/s)", "generate，一次一個（詞元／秒）"),
 }
 
 # Columns whose values are data a reader compares with code or output (tokens, token sequences,
@@ -230,7 +238,7 @@ CELLS: dict[str, tuple[str, str]] = {
 KEPT_IN_LATIN = frozenset(
     {"log", "exp", "max", "min", "nats", "top", "softmax", "distinct", "fp16", "fp32", "bf16", "KiB", "MiB", "GiB"}
     | {"generate", "DynamicCache", "StaticCache", "transformers", "inferlab", "Tensor", "Core", "TFLOP", "FLOP"}
-    | {"float16", "bfloat16", "float32", "flash", "Triton", "PyTorch"}
+    | {"float16", "bfloat16", "float32", "flash", "Triton", "PyTorch", "MiniEngine"}
     | {"argmax"}  # a math function, like max: the zh-TW pages write it so too
 )
 LATIN_WORD = re.compile(r"\b[A-Za-z][A-Za-z0-9]{2,}")
@@ -368,6 +376,12 @@ FIGURE_TEXT: dict[str, str] = {
     "turn": "輪次",
     "generated tokens / s": "生成詞元數／秒",
     "one at a time": "一次一個",
+    "concurrent requests": "同時的請求數",
+    "MiniEngine, all together": "MiniEngine，一起服務",
+    "MiniEngine, one at a time": "MiniEngine，一次一個",
+    "generate, one padded batch": "generate，一個批次",
+    "generate, one at a time": "generate，一次一個",
+    "transformers forward (same prompt)": "transformers 前向傳播（同一提示）",
     # ---- speculative and models figures (issue 16: drawn once per language) ----
     "draft q (exact)": "草稿模型 q（精確值）",
     "target p (exact)": "目標模型 p（精確值）",
@@ -437,6 +451,72 @@ PATTERNS: list[tuple[re.Pattern, str]] = [
         (r"(\d+)-step mean, on the target's own continuations", "{0} 步平均，在目標模型自己的接續上"),
     ]
 ]
+
+
+# ---- diagrams: flash/paged (issue 17; inferlab.diagrams.flash and .paged, and their worked example) ----
+KEPT_IN_LATIN = KEPT_IN_LATIN | {"warp", "warpgroup", "ping", "pong"}  # kept in English, as the pages do
+FIGURE_TEXT.update(
+    {
+        # flash: tiling, the two-tile online softmax, the backward, FA2's warps, FA3's ping-pong
+        "inner loop: K, V tiles": "內層迴圈：K、V 區塊",
+        "outer loop: Q tiles": "外層迴圈：Q 區塊",
+        "written once": "只寫入一次",
+        "blue: the Q tile on chip, with its m, ℓ": "藍色：留在晶片上的 Q 區塊與它的 m、ℓ",
+        "rescale": "重新縮放",
+        "saved by the forward pass": "前向傳播存下的張量",
+        "not saved": "不儲存",
+        "backward, for each tile pair (i, j):": "反向傳播，對每一對區塊 (i, j)：",
+        "recomputed from L": "由 L 重新計算",
+        "once, before the loop:": "迴圈開始前先算一次：",
+        "FlashAttention-1: split K, V": "FlashAttention-1：切分 K、V",
+        "FlashAttention-2: split Q": "FlashAttention-2：切分 Q",
+        "write": "寫出",
+        "sync": "同步",
+        "add": "相加",
+        "no exchange:\neach warp owns\nits rows of O": "不必交換：\n每個 warp 負責\n自己那幾列 O",
+        "time": "時間",
+        "one warpgroup, in order": "一個 warpgroup，依序執行",
+        "ping-pong: two warpgroups": "ping-pong 排程：兩個 warpgroup",
+        "Tensor Cores": "Tensor Core",
+        r"GEMM ($QK^{\top}$ or $PV$)": r"GEMM（$QK^{\top}$ 或 $PV$）",
+        "digits: the K, V tile; time unit: one GEMM": "數字：第幾個 K、V 區塊；時間單位：一次 GEMM",
+        # paged: block tables with reference counts, the hash chain
+        "block table:": "區塊表：",
+        "free": "空閒",
+        "physical blocks": "實體區塊",
+        "first request (finished, freed)": "第一個請求（已結束、已釋放）",
+        "second request": "第二個請求",
+        "tokens / hash (first 4 hex digits)": "詞元／雜湊（前 4 個十六進位數字）",
+        "the hash they chain onto changed: miss": "但它們串接的前一個雜湊變了：未命中",
+        "hit": "命中",
+        "miss": "未命中",
+        "partial": "未滿",
+    }
+)
+PATTERNS += [
+    (re.compile(pattern, re.DOTALL), template)
+    for pattern, template in [
+        (r"1–(\d+): order of computation", "1–{0}：計算的順序"),
+        (r"warp (\d+)", "warp {0}"),
+        (r"warpgroup (\d+)", "warpgroup {0}"),
+        (r"Tensor Cores busy (\d+)% of the time", "Tensor Core 有 {0}% 的時間在運算"),
+        (r"ref (\d+)", "參考 {0}"),
+        (r"block (\d+)", "區塊 {0}"),
+        (r"(hit|miss|partial): (\d+)", "{0}：{1}"),
+        (r"tokens (\d+)–(\d+): the same as before, but", "詞元 {0}–{1} 和之前相同，"),
+    ]
+]
+COLUMNS.update(
+    {
+        # flash_online_softmax_by_hand: one online-softmax step per tile
+        "tile": ("tile", "區塊"),
+        "tile_scores": ("scores s", "分數 s"),
+        "running_max": ("running max m", "執行中的最大值 m"),
+        "rescale": ("rescale e^(old m − new m)", "重新縮放 e^(舊 m − 新 m)"),
+        "tile_sum": ("Σ e^(s − m) over the tile", "本區塊的 Σ e^(s − m)"),
+        "running_sum": ("running sum ℓ", "執行中的總和 ℓ"),
+    }
+)
 
 
 def figure_text(text: str, language: str) -> str:
@@ -521,7 +601,7 @@ COLUMNS.update(
         "from X": ("from X", "來自 X"),
         "from Y": ("from Y", "來自 Y"),
         "from Z": ("from Z", "來自 Z"),
-        "s_t(x)": ("s_t(x) ← from", "s_t(x) ← 來自"),
+        "s_t(x)": ("sₜ(x) ← from", "sₜ(x) ← 來自"),
         # speculative_worked_round: one accept-or-resample step by hand
         "target p(v)": ("target p(v)", "目標 p(v)"),
         "draft q(v)": ("draft q(v)", "草稿 q(v)"),

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from inferlab.bench import read_result, repo_root
+from inferlab.bench import SPREAD_LIMIT, read_result, repo_root, unsteady
 from inferlab.bench import write_result as _write_result
 from inferlab.bench.figures import save_figure as save_bilingual
 
@@ -145,30 +145,71 @@ def load_target(random_weights: bool):
     return LlamaForCausalLM(target_config(len(tokenizer))).eval(), tokenizer
 
 
-def run_labs(names: list[str], quick: bool, random_weights: bool = False) -> None:
+def write_steady(name: str, values: dict) -> bool:
+    """Write a result unless one of its spreads exceeds SPREAD_LIMIT; return whether it was written."""
+    problems = unsteady(values)
+    if problems:
+        print(
+            f"NOT writing docs/results/{name}.json: repeats differ by more than {SPREAD_LIMIT}x "
+            f"(the machine was busy?): {', '.join(problems[:6])}",
+            file=sys.stderr,
+        )
+        return False
+    write_result(name, values)
+    return True
+
+
+def run_labs(names: list[str], quick: bool, random_weights: bool = False) -> bool:
+    """Run the labs on the bundled target; return False if any result was too unsteady to write."""
     from inferlab.paged import labs
 
     target, tokenizer = load_target(random_weights)
-    repeats = 1 if quick else 3
+    repeats = 1 if quick else None  # None: each lab's own default
+    steady = True
     for name in tqdm(names, desc="paged labs"):
         if name == "invalidation":
-            runs = labs.invalidation_lab(target, tokenizer)
-            keep = ("run", "prompt_tokens", "first_changed_token", "cached_tokens", "computed_tokens", "ttft_ms")
-            summary = [{k: r[k] for k in keep} for r in runs]
-            write_result(
-                "paged_invalidation",
-                {"summary": summary, "runs": runs, "miss_over_hit_ttft": runs[2]["ttft_ms"] / runs[1]["ttft_ms"]},
+            runs = labs.invalidation_lab(target, tokenizer, **({"repeats": repeats} if repeats else {}))
+            keep = (
+                "run",
+                "prompt_tokens",
+                "cached_tokens",
+                "computed_tokens",
+                "ttft_ms",
+                "forward_ms",
+                "ttft_vs_forward",
+                "spread",
             )
-            plot_invalidation()
+            values = {
+                "summary": [{k: r[k] for k in keep} for r in runs],
+                "runs": runs,
+                "miss_over_hit_ttft": runs[2]["ttft_ms"] / runs[1]["ttft_ms"],
+            }
+            if write_steady("paged_invalidation", values):
+                plot_invalidation()
+            else:
+                steady = False
         elif name == "multiturn":
-            write_result("paged_multiturn", labs.multiturn_lab(target, tokenizer, repeats=repeats))
-            plot_multiturn()
+            values = labs.multiturn_lab(target, tokenizer, **({"repeats": repeats} if repeats else {}))
+            if write_steady("paged_multiturn", values):
+                plot_multiturn()
+            else:
+                steady = False
         elif name == "throughput":
-            write_result(
-                "paged_throughput",
-                labs.throughput_lab(target, tokenizer, repeats=repeats, max_new_tokens=16 if quick else 48),
-            )
-            plot_throughput()
+            sizes = (1, 2, 4) if quick else (1, 2, 4, 8, 16, 32)
+            with tqdm(total=len(sizes), desc="throughput: concurrent requests", leave=False) as bar:
+                values = labs.throughput_lab(
+                    target,
+                    tokenizer,
+                    batch_sizes=sizes,
+                    max_new_tokens=16 if quick else 48,
+                    repeats=1 if quick else 3,
+                    progress=lambda _: bar.update(),
+                )
+            if write_steady("paged_throughput", values):
+                plot_throughput()
+            else:
+                steady = False
+    return steady
 
 
 # ----- figures, drawn from the result files only ---------------------------------------------
@@ -288,9 +329,12 @@ def plot_multiturn() -> None:
         [x - offset for x in xs], [t["ttft_ms_no_cache"] for t in turns], 0.4, label="no prefix cache", color="#c44e52"
     )
     left.bar([x + offset for x in xs], [t["ttft_ms_cached"] for t in turns], 0.4, label="prefix cache", color="#4c72b0")
+    left.plot(
+        xs, [t["forward_ms"] for t in turns], "k_", markersize=22, mew=2, label="transformers forward (same prompt)"
+    )
     left.set_xlabel("turn")
     left.set_ylabel("time to first token (ms)")
-    left.legend()
+    left.legend(fontsize=8, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, frameon=False)
     right.bar(xs, [t["cached_tokens"] for t in turns], label="served from cache", color="#55a868")
     right.bar(
         xs,
@@ -310,15 +354,27 @@ def plot_multiturn() -> None:
 
 
 def plot_throughput() -> None:
+    from inferlab.paged.labs import THROUGHPUT_METHODS
+
     plt = _plt()
     v = read_result("paged_throughput")["values"]
-    fig, ax = plt.subplots(figsize=(5, 3.2))
-    ax.bar(
-        ["one at a time", f"{v['num_requests']} together"],
-        [v["tokens_per_s_one_at_a_time"], v["tokens_per_s_concurrent"]],
-        color=["#c44e52", "#4c72b0"],
-    )
+    sizes = [row["requests"] for row in v["rows"]]
+    fig, ax = plt.subplots(figsize=(6.4, 4))
+    styles = {
+        "engine_batched": "o-",
+        "engine_one_at_a_time": "o--",
+        "generate_batched": "s-",
+        "generate_one_at_a_time": "s--",
+    }
+    for method, label in THROUGHPUT_METHODS.items():
+        ax.plot(sizes, [row[f"{method}_tokens_per_s"] for row in v["rows"]], styles[method], label=label)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sizes, [str(size) for size in sizes])
+    ax.set_yscale("log")
+    ax.set_xlabel("concurrent requests")
     ax.set_ylabel("generated tokens / s")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=9)
     fig.tight_layout()
     save_figure(fig, "throughput")
     plt.close(fig)
@@ -349,8 +405,8 @@ def main(argv: list[str] | None = None) -> int:
     if "offload-gpu" in args.only and args.only != list(LABS):  # only on request: it needs a GPU
         run_offload_gpu(args.random_weights)
     model_labs = [name for name in ("invalidation", "multiturn", "throughput") if name in args.only]
-    if model_labs:
-        run_labs(model_labs, args.quick, args.random_weights)
+    if model_labs and not run_labs(model_labs, args.quick, args.random_weights):
+        return 1  # an unsteady result was not written: run again on a quiet machine
     return 0
 
 

@@ -236,6 +236,14 @@ class MiniEngine:
         slot_index = torch.tensor(slots, device=device)
         decode_rows = [r for r in rows if r[0].prefilled]  # one new token each
         prefill_rows = [r for r in rows if not r[0].prefilled]  # the uncached part of a context
+        # Block tables and lengths are the same in every layer: build them once per step.
+        if decode_rows:
+            decode_index = torch.tensor([first for _, first, _ in decode_rows], device=device)
+            decode_tables, decode_lengths = self._tables([r for r, _, _ in decode_rows])
+        prefill_tables = [
+            (torch.tensor(self.blocks.block_table(r.request_id), device=device), self.blocks.num_tokens(r.request_id))
+            for r, _, _ in prefill_rows
+        ]
         h = self.model.embed_ids(ids)  # (1, N, hidden): every request's new tokens side by side
         for layer, k_cache, v_cache in zip(self.model.layers, self.k_cache, self.v_cache, strict=True):
             q, k, v = layer.qkv(h, pos)  # (1, heads, N, head_dim)
@@ -243,13 +251,11 @@ class MiniEngine:
             write_kv(k_cache, v_cache, k[0].transpose(0, 1), v[0].transpose(0, 1), slot_index)
             out = torch.empty_like(q)
             if decode_rows:  # all one-token requests in one batched paged-attention call
-                index = torch.tensor([first for _, first, _ in decode_rows], device=device)
-                tables, lengths = self._tables([r for r, _, _ in decode_rows])
-                att = paged_attention(q[0][:, index].transpose(0, 1)[:, :, None], k_cache, v_cache, tables, lengths)
-                out[0][:, index] = att[:, :, 0].transpose(0, 1)
-            for request, first, count in prefill_rows:  # prompts differ in length: one call each
-                table = torch.tensor(self.blocks.block_table(request.request_id), device=device)
-                length = self.blocks.num_tokens(request.request_id)
+                one_query_each = q[0][:, decode_index].transpose(0, 1)[:, :, None]  # (S, heads, 1, head_dim)
+                att = paged_attention(one_query_each, k_cache, v_cache, decode_tables, decode_lengths)
+                out[0][:, decode_index] = att[:, :, 0].transpose(0, 1)
+            for (_, first, count), (table, length) in zip(prefill_rows, prefill_tables, strict=True):
+                # Prompts differ in length: one call each, through the fused kernel.
                 out[:, :, first : first + count] = paged_prefill_attention(
                     q[:, :, first : first + count], k_cache, v_cache, table, length
                 )

@@ -13,7 +13,11 @@ import statistics
 import time
 from typing import Any
 
+import torch
+
+from inferlab.bench import spread
 from inferlab.checks import require_int
+from inferlab.kvcache.decoder import LlamaDecoder
 from inferlab.paged.blocks import BlockManager, hash_chain
 from inferlab.paged.engine import MiniEngine
 
@@ -82,120 +86,223 @@ def block_hits(manager: BlockManager, token_ids: list[int]) -> list[bool]:
     return [i < hit for i in range(len(token_ids) // manager.block_size)]
 
 
-def invalidation_lab(model, tokenizer, max_new_tokens: int = 8, block_size: int = 16) -> list[dict[str, Any]]:
-    """Return one record per prompt variant: tokens, cached tokens, per-block hits, TTFT."""
-    require_int(max_new_tokens, "max_new_tokens", minimum=1)
-    require_int(block_size, "block_size", minimum=1)
-    engine = MiniEngine(model, num_blocks=1024, block_size=block_size)
-    prompts = invalidation_prompts(harbour_log())
-    base_ids = tokenizer(prompts["first"])["input_ids"]
-    records = []
-    for name, text in prompts.items():
-        ids = tokenizer(text)["input_ids"]
-        hits = block_hits(engine.blocks, ids)  # what the hash chain finds before this run
-        hashes = hash_chain(ids, block_size)
-        request = engine.run([ids], max_new_tokens)[0]
-        records.append(
-            {
-                "run": name,
-                "prompt_tokens": len(ids),
-                "first_changed_token": first_difference(ids, base_ids) if name != "identical" else len(ids),
-                "cached_tokens": request.cached_tokens,
-                "computed_tokens": request.computed_tokens,
-                "hit_blocks": sum(hits),
-                "full_blocks": len(hits),
-                "ttft_ms": round(1000 * request.ttft_s, 2),
-                "block_hits": hits,
-                "block_hashes": [f"{h:016x}"[:6] for h in hashes],
-            }
-        )
-    return records
+# ----- measuring against a reference ----------------------------------------------------------
+# Every time below is taken next to transformers running the same work in the same loop, so that
+# a busy machine slows both alike and the ratio stays honest; each figure keeps its spread
+# (slowest / fastest repeat), and python -m inferlab.paged.bench refuses to write an unsteady one.
 
 
-def multiturn_lab(model, tokenizer, max_new_tokens: int = 16, repeats: int = 3, block_size: int = 16) -> dict[str, Any]:
-    """Return per-turn TTFT (median of ``repeats``) with and without prefix caching, and token counts."""
+def as_decoder(model) -> LlamaDecoder:
+    """Return the engine's model: the LlamaDecoder itself, or one built once from a transformers model."""
+    return model if isinstance(model, LlamaDecoder) else LlamaDecoder.from_pretrained(model)
+
+
+@torch.inference_mode()
+def forward_seconds(model, ids: list[int]) -> float:
+    """Return how long transformers' own forward takes over ``ids``, keeping the last logits (generate's prefill)."""
+    start = time.perf_counter()
+    model(torch.tensor([ids]), logits_to_keep=1)
+    return time.perf_counter() - start
+
+
+def milliseconds(seconds: list[float]) -> float:
+    """Return the median of repeated timings, in milliseconds."""
+    return round(1000 * statistics.median(seconds), 2)
+
+
+def invalidation_lab(
+    model, tokenizer, max_new_tokens: int = 8, block_size: int = 16, repeats: int = 5
+) -> list[dict[str, Any]]:
+    """Return one record per prompt variant: tokens, cached tokens, per-block hits, TTFT next to a forward."""
+    for name, value in (("max_new_tokens", max_new_tokens), ("block_size", block_size), ("repeats", repeats)):
+        require_int(value, name, minimum=1)
+    decoder = as_decoder(model)
+    prompts = {name: tokenizer(text)["input_ids"] for name, text in invalidation_prompts(harbour_log()).items()}
+    ttft = {name: [] for name in prompts}
+    forward = {name: [] for name in prompts}
+    records = {}
+    for _ in range(repeats):
+        engine = MiniEngine(decoder, num_blocks=1024, block_size=block_size)  # a cold cache each repeat
+        for name, ids in prompts.items():  # in order: each run finds what the runs before it cached
+            hits = block_hits(engine.blocks, ids)  # what the hash chain finds before this run
+            request = engine.run([ids], max_new_tokens)[0]
+            ttft[name].append(request.ttft_s)
+            forward[name].append(forward_seconds(model, ids))  # the reference, right after
+            records.setdefault(
+                name,
+                {
+                    "run": name,
+                    "prompt_tokens": len(ids),
+                    "first_changed_token": first_difference(ids, prompts["first"]) if name != "identical" else len(ids),
+                    "cached_tokens": request.cached_tokens,
+                    "computed_tokens": request.computed_tokens,
+                    "hit_blocks": sum(hits),
+                    "full_blocks": len(hits),
+                    "block_hits": hits,
+                    "block_hashes": [f"{h:016x}"[:6] for h in hash_chain(ids, block_size)],
+                },
+            )
+    for name, record in records.items():
+        record["ttft_ms"] = milliseconds(ttft[name])
+        record["forward_ms"] = milliseconds(forward[name])
+        record["ttft_vs_forward"] = round(statistics.median(ttft[name]) / statistics.median(forward[name]), 3)
+        record["spread"] = max(spread(ttft[name]), spread(forward[name]))
+    return list(records.values())
+
+
+def multiturn_lab(model, tokenizer, max_new_tokens: int = 16, repeats: int = 5, block_size: int = 16) -> dict[str, Any]:
+    """Return per-turn TTFT (median of ``repeats``) with and without prefix caching, next to a forward."""
     for name, value in (("max_new_tokens", max_new_tokens), ("repeats", repeats), ("block_size", block_size)):
         require_int(value, name, minimum=1)
+    decoder = as_decoder(model)
     document_ids = tokenizer(INSTRUCTION + "\n" + harbour_log())["input_ids"]
-    turns: dict[bool, list[list[dict]]] = {True: [], False: []}
-    for _ in range(repeats):
-        for caching in (True, False):  # interleaved, so machine noise hits both alike
-            engine = MiniEngine(model, num_blocks=1024, block_size=block_size, enable_prefix_caching=caching)
-            context, rows = list(document_ids), []
-            for number, question in enumerate(QUESTIONS, start=1):
-                context += tokenizer("\n\n" + question)["input_ids"]
-                request = engine.run([context], max_new_tokens)[0]
+    seconds = {key: [[] for _ in QUESTIONS] for key in ("cached", "no_cache", "forward")}
+    rows = []
+    for repeat in range(repeats):
+        engines = {
+            caching: MiniEngine(decoder, num_blocks=1024, block_size=block_size, enable_prefix_caching=caching)
+            for caching in (True, False)
+        }
+        context = list(document_ids)
+        for turn, question in enumerate(QUESTIONS):
+            context += tokenizer("\n\n" + question)["input_ids"]
+            cached = engines[True].run([context], max_new_tokens)[0]
+            plain = engines[False].run([context], max_new_tokens)[0]  # interleaved: noise hits all three alike
+            seconds["cached"][turn].append(cached.ttft_s)
+            seconds["no_cache"][turn].append(plain.ttft_s)
+            seconds["forward"][turn].append(forward_seconds(model, context))
+            if cached.output_ids != plain.output_ids:
+                raise RuntimeError(f"turn {turn + 1}: the prefix cache changed the answer")  # it must not
+            if repeat == 0:
                 rows.append(
                     {
-                        "turn": number,
+                        "turn": turn + 1,
                         "prompt_tokens": len(context),
-                        "cached_tokens": request.cached_tokens,
-                        "computed_tokens": request.computed_tokens,
-                        "ttft_s": request.ttft_s,
+                        "cached_tokens": cached.cached_tokens,
+                        "computed_tokens": cached.computed_tokens,
                     }
                 )
-                context += request.output_ids  # the answer becomes part of the next turn's prompt
-            turns[caching].append(rows)
-    table = []
-    for i in range(len(QUESTIONS)):
-        cached_runs, plain_runs = [r[i] for r in turns[True]], [r[i] for r in turns[False]]
-        table.append(
-            {
-                "turn": i + 1,
-                "prompt_tokens": cached_runs[0]["prompt_tokens"],
-                "cached_tokens": cached_runs[0]["cached_tokens"],
-                "computed_tokens": cached_runs[0]["computed_tokens"],
-                "ttft_ms_cached": round(1000 * statistics.median(r["ttft_s"] for r in cached_runs), 2),
-                "ttft_ms_no_cache": round(1000 * statistics.median(r["ttft_s"] for r in plain_runs), 2),
-            }
-        )
+            context += cached.output_ids  # the answer becomes part of the next turn's prompt
+    for turn, row in enumerate(rows):
+        times = {key: seconds[key][turn] for key in seconds}
+        row["ttft_ms_cached"] = milliseconds(times["cached"])
+        row["ttft_ms_no_cache"] = milliseconds(times["no_cache"])
+        row["forward_ms"] = milliseconds(times["forward"])
+        row["cached_vs_forward"] = round(statistics.median(times["cached"]) / statistics.median(times["forward"]), 3)
+        row["spread"] = max(spread(t) for t in times.values())
     return {
         "document_tokens": len(document_ids),
-        "turns": table,
-        "turn2_over_turn1_ttft": table[1]["ttft_ms_cached"] / table[0]["ttft_ms_cached"],
+        "turns": rows,
+        "turn2_over_turn1_ttft": rows[1]["ttft_ms_cached"] / rows[0]["ttft_ms_cached"],
         "repeats": repeats,
     }
 
 
-def throughput_lab(
-    model, tokenizer, num_requests: int = 8, prompt_tokens: int = 48, max_new_tokens: int = 48, repeats: int = 3
-) -> dict[str, Any]:
-    """Return tokens/s serving ``num_requests`` one at a time vs all together (continuous batching)."""
-    for name, value in (
-        ("num_requests", num_requests),
-        ("prompt_tokens", prompt_tokens),
-        ("max_new_tokens", max_new_tokens),
-        ("repeats", repeats),
-    ):
-        require_int(value, name, minimum=1)
+THROUGHPUT_METHODS = {
+    "engine_batched": "MiniEngine, all together",
+    "engine_one_at_a_time": "MiniEngine, one at a time",
+    "generate_batched": "generate, one padded batch",
+    "generate_one_at_a_time": "generate, one at a time",
+}
+
+
+def throughput_prompts(tokenizer, count: int, prompt_tokens: int) -> list[list[int]]:
+    """Return ``count`` prompts cut from different places of the document, so no two share a block."""
     ids = tokenizer(harbour_log())["input_ids"]
-    # Different slices of the document: no two prompts share a block, so no prefix-cache help.
-    prompts = [ids[i * prompt_tokens : (i + 1) * prompt_tokens] for i in range(num_requests)]
-    if len(prompts[-1]) < prompt_tokens:
-        raise ValueError(f"the document is too short for {num_requests} prompts of {prompt_tokens} tokens")
-    seconds = {"one_at_a_time": [], "concurrent": []}
-    for _ in range(repeats):
-        for mode in seconds:  # interleaved
-            engine = MiniEngine(
-                model,
-                num_blocks=512,
-                max_batch_size=1 if mode == "one_at_a_time" else num_requests,
-                enable_prefix_caching=False,
-            )
-            start = time.perf_counter()
-            requests = engine.run(prompts, max_new_tokens)
-            seconds[mode].append(time.perf_counter() - start)
-            assert sum(len(r.output_ids) for r in requests) == num_requests * max_new_tokens
-    total = num_requests * max_new_tokens
-    rates = {mode: total / statistics.median(s) for mode, s in seconds.items()}
+    if count * prompt_tokens > len(ids):
+        raise ValueError(f"the document has {len(ids)} tokens, too few for {count} prompts of {prompt_tokens} tokens")
+    return [ids[i * prompt_tokens : (i + 1) * prompt_tokens] for i in range(count)]
+
+
+def throughput_runners(model, decoder: LlamaDecoder, prompts: list[list[int]], max_new_tokens: int) -> dict:
+    """Return the four ways to serve ``prompts``, as calls that each produce every request's tokens."""
+    blocks = len(prompts) * -(-(len(prompts[0]) + max_new_tokens) // 16) + 1
+
+    def engine(batch: int):
+        MiniEngine(decoder, num_blocks=blocks, max_batch_size=batch, enable_prefix_caching=False).run(
+            prompts, max_new_tokens
+        )
+
+    # min_new_tokens: an end-of-text token must not stop a sequence early, so every method makes
+    # exactly max_new_tokens per request, as the engine (with no eos_token_id) does.
+    options = {"do_sample": False, "max_new_tokens": max_new_tokens, "min_new_tokens": max_new_tokens}
+
+    @torch.inference_mode()
+    def generate(batch: list[list[int]]):
+        model.generate(
+            torch.tensor(batch),
+            attention_mask=torch.ones(len(batch), len(batch[0]), dtype=torch.long),
+            pad_token_id=0,
+            **options,
+        )
+
     return {
-        "num_requests": num_requests,
+        "engine_batched": lambda: engine(len(prompts)),
+        "engine_one_at_a_time": lambda: engine(1),
+        "generate_batched": lambda: generate(prompts),  # equal prompt lengths: the batch needs no padding
+        "generate_one_at_a_time": lambda: [generate([p]) for p in prompts],
+    }
+
+
+def throughput_lab(
+    model,
+    tokenizer,
+    batch_sizes: tuple[int, ...] = (1, 2, 4, 8, 16, 32),
+    prompt_tokens: int = 48,
+    max_new_tokens: int = 48,
+    repeats: int = 3,
+    progress=None,
+) -> dict[str, Any]:
+    """Return tokens/s against the number of concurrent requests, for the engine and for generate."""
+    for name, value in (("prompt_tokens", prompt_tokens), ("max_new_tokens", max_new_tokens), ("repeats", repeats)):
+        require_int(value, name, minimum=1)
+    if not batch_sizes or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in batch_sizes):
+        raise ValueError(f"batch_sizes must be integers >= 1, got {batch_sizes!r}")
+    decoder = as_decoder(model)
+    all_prompts = throughput_prompts(tokenizer, max(batch_sizes), prompt_tokens)
+    for run in throughput_runners(model, decoder, all_prompts[:1], max_new_tokens).values():
+        run()  # warm up every path once (first calls allocate and pick kernels)
+    rows = []
+    for batch in batch_sizes:
+        runners = throughput_runners(model, decoder, all_prompts[:batch], max_new_tokens)
+        seconds = {method: [] for method in runners}
+        for _ in range(repeats):
+            for method, run in runners.items():  # interleaved, so machine noise hits them all alike
+                start = time.perf_counter()
+                run()
+                seconds[method].append(time.perf_counter() - start)
+        row = {"requests": batch}
+        for method, times in seconds.items():
+            row[f"{method}_tokens_per_s"] = round(batch * max_new_tokens / statistics.median(times), 1)
+        row["spread"] = max(spread(times) for times in seconds.values())
+        rows.append(row)
+        if progress:
+            progress(batch)
+    return {
         "prompt_tokens": prompt_tokens,
         "max_new_tokens": max_new_tokens,
-        "tokens_per_s_one_at_a_time": round(rates["one_at_a_time"], 1),
-        "tokens_per_s_concurrent": round(rates["concurrent"], 1),
-        "speedup": rates["concurrent"] / rates["one_at_a_time"],
         "repeats": repeats,
+        "rows": rows,
+        **throughput_goals(rows),
+    }
+
+
+def throughput_goals(rows: list[dict]) -> dict[str, Any]:
+    """Return the issue's goals as measured ratios (None where that batch size was not run)."""
+    by_size = {row["requests"]: row for row in rows}
+
+    def ratio(size: int, method: str, reference: str):
+        row = by_size.get(size)
+        if row is None:
+            return None
+        return round(row[f"{method}_tokens_per_s"] / row[f"{reference}_tokens_per_s"], 2)
+
+    return {
+        "one_request_vs_generate": ratio(1, "engine_batched", "generate_one_at_a_time"),
+        "eight_vs_own_one_at_a_time": ratio(8, "engine_batched", "engine_one_at_a_time"),
+        "eight_vs_generate_one_at_a_time": ratio(8, "engine_batched", "generate_one_at_a_time"),
+        "thirty_two_vs_own_one_at_a_time": ratio(32, "engine_batched", "engine_one_at_a_time"),
+        "thirty_two_vs_generate_batched": ratio(32, "engine_batched", "generate_batched"),
     }
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from inferlab.bench import repo_root, write_result
+from inferlab.bench import repo_root, spread, write_result
 from inferlab.bench.figures import save_figure
 from inferlab.kvcache import LlamaDecoder, generate_cached
 from inferlab.models import load_pair, load_tokenizer
@@ -229,11 +229,6 @@ def set_assistant_gamma(draft, gamma: int) -> None:
     draft.generation_config.num_assistant_tokens = gamma
     draft.generation_config.num_assistant_tokens_schedule = "constant"
     draft.generation_config.assistant_confidence_threshold = 0.0
-
-
-def spread(seconds: list[float]) -> float:
-    """Return max / min of repeated timings: 1.0 means perfectly steady."""
-    return round(max(seconds) / min(seconds), 3)
 
 
 def method_runs(pairs: dict, ids: torch.Tensor, max_new: int, gamma: int) -> dict:
