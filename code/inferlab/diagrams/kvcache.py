@@ -212,6 +212,9 @@ def cache_size_by_hand(
     model: str = WORKED_MODEL, tokens: int = WORKED_TOKENS, batch: int = WORKED_BATCH, dtype: str = WORKED_DTYPE
 ) -> dict:
     """Return the KV-cache size of one preset model worked step by step: per layer, per token, per sequence, per batch."""
+    calculator_bytes = kv_cache_bytes(model, tokens, batch, dtype=dtype)  # refuses a bad argument before any work
+    if not isinstance(model, str):
+        raise TypeError(f"model must be a preset name in {sorted(PRESETS)}, got {type(model).__name__}")
     config = PRESETS[model]
     layers, kv_heads, head_dim = config["num_hidden_layers"], config["num_key_value_heads"], config["head_dim"]
     size = bytes_per_element(dtype)
@@ -235,7 +238,7 @@ def cache_size_by_hand(
         "MiB_per_sequence": bytes_per_token * tokens / MIB,
         "batch": batch,
         "MiB_per_batch": bytes_per_token * tokens * batch / MIB,
-        "calculator_bytes": kv_cache_bytes(model, tokens, batch, dtype=dtype),  # the package's own answer
+        "calculator_bytes": calculator_bytes,  # the package's own answer, to compare with the steps
     }
 
 

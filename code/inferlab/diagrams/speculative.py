@@ -228,6 +228,21 @@ def vector(values: list[Fraction]) -> str:
     return "(" + ", ".join(f"{float(v):g}" for v in values) + ")"
 
 
+def check_distribution(texts: list[str], name: str) -> list[Fraction]:
+    """Return exact probabilities from decimal strings, or raise ValueError unless they are a distribution over a-d."""
+    if not isinstance(texts, (list, tuple)) or len(texts) != len(ROUND_TOKENS):
+        raise ValueError(
+            f"{name} must list {len(ROUND_TOKENS)} probabilities as strings (one per token), got {texts!r}"
+        )
+    try:
+        values = [Fraction(text) for text in texts]
+    except (TypeError, ValueError, ZeroDivisionError):
+        raise ValueError(f"{name} must hold decimal strings such as '0.25', got {texts!r}") from None
+    if any(v < 0 for v in values) or sum(values) != 1:
+        raise ValueError(f"{name} must be non-negative and sum to exactly 1, got {texts!r}")
+    return values
+
+
 def one_position_by_hand(p_text: list[str] = WORKED_P, q_text: list[str] = WORKED_Q) -> dict:
     """Return every number of one accept-or-resample step, in exact arithmetic: per token and in total.
 
@@ -235,7 +250,9 @@ def one_position_by_hand(p_text: list[str] = WORKED_P, q_text: list[str] = WORKE
     a rejection draws from the residual norm(max(0, p - q)). The last column adds the two ways each
     token can come out.
     """
-    p, q = [Fraction(x) for x in p_text], [Fraction(x) for x in q_text]
+    p, q = check_distribution(p_text, "p_text"), check_distribution(q_text, "q_text")
+    if p == q:
+        raise ValueError("p_text and q_text must differ: the example shows what happens after a rejection")
     kept = [min(pv, qv) for pv, qv in zip(p, q, strict=True)]  # q(v) * min(1, p(v)/q(v))
     accept = sum(kept)
     reject = 1 - accept
@@ -270,4 +287,24 @@ def one_position_by_hand(p_text: list[str] = WORKED_P, q_text: list[str] = WORKE
     }
 
 
-WORKED = {"speculative_worked_round": one_position_by_hand}
+def round_summary(seed: int = ROUND_SEED) -> dict:
+    """Return the drawn round of ``draft_verify_round`` in the words a page uses: drafts, probabilities, outcome."""
+    values = round_values(seed)
+    accepted, names = values["accepted"], [ROUND_TOKENS[t] for t in values["kept"]]
+    return {
+        "gamma": ROUND_GAMMA,
+        "drafts": " ".join(ROUND_TOKENS[t] for t in values["drafts"]),
+        "keep_probabilities": ", ".join(f"{r:.2g}" for r in values["ratios"][: accepted + 1]),
+        "accepted": accepted,
+        "rejected_at": accepted + 1 if accepted < ROUND_GAMMA else 0,  # 0: every draft kept
+        "last_token": names[-1],  # the residual draw, or the bonus token when every draft was kept
+        "output": " ".join(names),
+    }
+
+
+def worked_values() -> dict:
+    """Return the draft-verify-accept page's worked numbers: one position by hand, and the drawn round."""
+    return one_position_by_hand() | {"round": round_summary()}
+
+
+WORKED = {"speculative_worked_round": worked_values}
