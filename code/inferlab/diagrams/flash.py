@@ -332,7 +332,7 @@ def draw_fa2_warp_split():
 
 # ---- 5. FlashAttention-3: the ping-pong schedule of two warpgroups -------------------------------
 
-# Shah et al. (2024, Section 3.1): on an H100 SXM5 the exponentials run about 256 times slower than
+# Shah et al. (2024) count that on an H100 SXM5 the exponentials run about 256 times slower than
 # fp16 matmuls, and with head dim 128 there are 512 matmul FLOPs per exponential, so one softmax
 # takes about half as long as the two GEMMs of its tile. Time unit: one GEMM.
 GEMM_TIME, SOFTMAX_TIME = 1.0, 1.0
