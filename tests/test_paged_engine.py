@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from inferlab.models import bundled_available
 from inferlab.paged import MiniEngine, paged_attention, paged_prefill_attention, write_kv
+from inferlab.paged.attention import decode_mask, paged_decode_attention
 
 
 def contiguous_reference(q, k, v):
@@ -61,6 +62,24 @@ def test_fused_prefill_equals_the_explicit_paged_attention(heads, kv_heads, leng
     q = torch.randn(1, heads, q_len, head_dim)
     explicit = paged_attention(q, k_cache, v_cache, table[None], torch.tensor([length]))
     fused = paged_prefill_attention(q, k_cache, v_cache, table, length)
+    torch.testing.assert_close(fused, explicit, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize(("heads", "kv_heads"), [(4, 4), (6, 2)])
+def test_fused_decode_equals_the_explicit_paged_attention(heads, kv_heads):
+    # The engine's decode path: one new query per sequence, tables of different widths padded
+    # with a foreign block, against the readable paged_attention.
+    torch.manual_seed(2)
+    block_size, head_dim, num_blocks = 4, 8, 24
+    k_cache = torch.randn(num_blocks, block_size, kv_heads, head_dim)
+    v_cache = torch.randn(num_blocks, block_size, kv_heads, head_dim)
+    lengths = torch.tensor([3, 13, 16, 1])
+    order = torch.randperm(num_blocks).tolist()
+    widths = [-(-int(n) // block_size) for n in lengths]
+    tables = torch.tensor([[order.pop() for _ in range(w)] + [order[0]] * (max(widths) - w) for w in widths])
+    q = torch.randn(len(lengths), heads, 1, head_dim)
+    explicit = paged_attention(q, k_cache, v_cache, tables, lengths)
+    fused = paged_decode_attention(q, k_cache, v_cache, tables, decode_mask(tables, lengths, block_size))
     torch.testing.assert_close(fused, explicit, atol=1e-5, rtol=1e-5)
 
 

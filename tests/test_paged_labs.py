@@ -13,6 +13,7 @@ from inferlab.paged.offload import (
     OFFLOAD_PRESETS,
     StreamLayersFromHost,
     kv_capacity_tokens,
+    slowdown,
     step_seconds,
     tokens_per_second,
 )
@@ -80,6 +81,22 @@ def test_offload_cost_model_closed_form():
     assert kv_capacity_tokens(weights, 0, "T4", 1000) == int((16e9 * 0.9 - 3e9 - 1e9) // 1000)
 
 
+def test_offload_slowdown_does_not_depend_on_batch_until_compute_counts():
+    # Closed forms of the roofline per part: 3 GB of fp16 weights (1.5e9 of them), 1 GB offloaded.
+    t4 = OFFLOAD_PRESETS["T4"]
+    weights, offloaded, peak = 3e9, 1e9, t4.fp16_tflops * 1e12
+    memory_bound = 1e9 / (t4.link_gb_s * GB) + 2e9 / (t4.memory_gb_s * GB)
+    for batch in (1, 8, 32):  # 2 * 1.5e9 * 32 FLOPs take 1.5 ms; the reads take 9.4 ms and more
+        assert step_seconds(weights, offloaded, "T4", batch) == pytest.approx(memory_bound)
+        assert slowdown(weights, offloaded, "T4", batch) == pytest.approx(memory_bound / (3e9 / (t4.memory_gb_s * GB)))
+    # At batch 4096 the resident part computes longer than it reads: 2 * 1e9 * 4096 FLOPs at peak.
+    resident_compute = 2 * 1e9 * 4096 / peak
+    assert resident_compute > 2e9 / (t4.memory_gb_s * GB)
+    streamed = max(1e9 / (t4.link_gb_s * GB), 2 * 0.5e9 * 4096 / peak)
+    assert step_seconds(weights, offloaded, "T4", 4096) == pytest.approx(streamed + resident_compute)
+    assert slowdown(weights, offloaded, "T4", 4096) < slowdown(weights, offloaded, "T4", 1)
+
+
 def test_offload_cost_model_rejects_bad_arguments():
     with pytest.raises(ValueError, match="offloaded_bytes must be in 0..weight_bytes"):
         step_seconds(1e9, 2e9, "T4")
@@ -136,3 +153,39 @@ def test_multiturn_lab_caches_what_the_previous_turn_computed():
         computed_before = previous["prompt_tokens"] + answer - 1
         assert turn["cached_tokens"] == min(computed_before, turn["prompt_tokens"] - 1) // BLOCK * BLOCK
         assert turn["computed_tokens"] == turn["prompt_tokens"] - turn["cached_tokens"]
+
+
+def committed(name: str) -> dict:
+    from inferlab.bench import read_result
+
+    return read_result(name)["values"]
+
+
+def test_the_same_uncached_prompt_costs_the_same_in_every_committed_lab():
+    # The invalidation lab's first run and the multi-turn lab's first turn (no cache) both prefill
+    # the shared document and the first question from nothing: a busy machine during one of them
+    # would show up here as a disagreement.
+    first = next(r for r in committed("paged_invalidation")["runs"] if r["run"] == "first")
+    turn1 = committed("paged_multiturn")["turns"][0]
+    assert abs(first["prompt_tokens"] - turn1["prompt_tokens"]) <= 2
+    assert 0.8 <= first["ttft_ms"] / turn1["ttft_ms_no_cache"] <= 1.25
+    assert 0.8 <= first["forward_ms"] / turn1["forward_ms"] <= 1.25
+
+
+def test_committed_paged_results_are_steady_and_prefill_keeps_up_with_transformers():
+    from inferlab.bench import SPREAD_LIMIT, unsteady
+
+    for name in ("paged_invalidation", "paged_multiturn", "paged_throughput"):
+        assert unsteady(committed(name)) == [], f"{name} was measured on a busy machine (spread > {SPREAD_LIMIT})"
+    first = next(r for r in committed("paged_invalidation")["runs"] if r["run"] == "first")
+    assert first["ttft_vs_forward"] <= 1.3  # the engine's uncached prefill against transformers' forward
+
+
+def test_unsteady_finds_every_spread_above_the_limit():
+    from inferlab.bench import spread, unsteady
+
+    assert spread([1.0, 1.2, 2.0]) == 2.0
+    values = {"rows": [{"spread": 1.1}, {"spread": 1.6}], "plain_spread": 2.5, "nested": {"x": {"spread": 1.5}}}
+    assert unsteady(values) == ["values.rows[1].spread = 1.6", "values.plain_spread = 2.5"]
+    with pytest.raises(ValueError, match="seconds must be a non-empty list of positive timings"):
+        spread([])

@@ -72,7 +72,6 @@ def redraw_paged() -> None:
 
     for plot in (
         bench.plot_fragmentation,
-        bench.plot_block_tables,
         bench.plot_offload,
         bench.plot_invalidation,
         bench.plot_multiturn,

@@ -11,6 +11,7 @@ import matplotlib.pyplot as plt
 
 # >>> generated from inferlab/paged/offload.py:presets (python -m inferlab.snippetsync)
 GB = 1e9  # bandwidths are quoted in decimal GB/s (vLLM's cpu_offload_gb itself counts GiB)
+BYTES_PER_WEIGHT = 2  # fp16 or bf16 weights
 
 
 @dataclass(frozen=True)
@@ -22,15 +23,21 @@ class OffloadSpec:
     link_gb_s: float  # host-to-GPU bandwidth in one direction, GB/s
     memory_gb: float  # GPU memory, GB
     source: str
+    fp16_tflops: float = 0.0  # dense FP16 Tensor Core peak, TFLOP/s (0: compute is not modelled)
 
 
 OFFLOAD_PRESETS = {
     # T4 data sheet: 16 GB GDDR6 at 320 GB/s; PCIe Gen3 x16 (32 GB/s both directions, so 16 one way;
-    # 8 GT/s x 16 lanes x 128/130 encoding = 15.75 GB/s). Colab's free GPU.
-    "T4": OffloadSpec("T4", 320.0, 15.75, 16.0, "NVIDIA T4 data sheet (2019); PCI-SIG PCIe 3.0"),
+    # 8 GT/s x 16 lanes x 128/130 encoding = 15.75 GB/s). Colab's free GPU. Peak FP16 as in the
+    # FlashAttention pages' presets (inferlab.flash.traffic.GPU_PRESETS, from the same data sheets).
+    "T4": OffloadSpec(
+        "T4", 320.0, 15.75, 16.0, "NVIDIA T4 data sheet (2019); PCI-SIG PCIe 3.0", GPU_PRESETS["T4"].fp16_tflops
+    ),
     # H200 data sheet (SXM): 141 GB HBM3e at 4.8 TB/s; PCIe Gen5 x16 (128 GB/s both directions,
     # 32 GT/s x 16 lanes x 128/130 = 63 GB/s one way) to an x86 host.
-    "H200": OffloadSpec("H200", 4800.0, 63.0, 141.0, "NVIDIA H200 data sheet (2024); PCI-SIG PCIe 5.0"),
+    "H200": OffloadSpec(
+        "H200", 4800.0, 63.0, 141.0, "NVIDIA H200 data sheet (2024); PCI-SIG PCIe 5.0", GPU_PRESETS["H200"].fp16_tflops
+    ),
 }
 # <<< generated
 
@@ -57,19 +64,39 @@ def _check_bytes(weight_bytes: float, offloaded_bytes: float) -> None:
         raise ValueError(f"offloaded_bytes must be in 0..weight_bytes ({weight_bytes:.3g}), got {offloaded_bytes}")
 
 
-def step_seconds(weight_bytes: float, offloaded_bytes: float, gpu: str | OffloadSpec) -> float:
-    """Return the memory-bound time of one decoding step: streamed weights + resident weights."""
+def _check_batch(batch) -> None:
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise ValueError(f"batch must be an integer >= 1, got {batch!r}")
+
+
+def part_seconds(num_bytes: float, bandwidth_gb_s: float, batch: int, spec: OffloadSpec) -> float:
+    """Return one part of the weights' time in a step: its read, or its arithmetic if that is longer."""
+    read = num_bytes / (bandwidth_gb_s * GB)
+    flops = 2 * (num_bytes / BYTES_PER_WEIGHT) * batch  # a multiply and an add per weight per sequence
+    compute = flops / (spec.fp16_tflops * 1e12) if spec.fp16_tflops else 0.0
+    return max(read, compute)
+
+
+def step_seconds(weight_bytes: float, offloaded_bytes: float, gpu: str | OffloadSpec, batch: int = 1) -> float:
+    """Return the time of one decoding step of ``batch`` sequences: streamed part + resident part."""
     _check_bytes(weight_bytes, offloaded_bytes)
+    _check_batch(batch)
     spec = _spec(gpu)
     resident_bytes = weight_bytes - offloaded_bytes
-    return offloaded_bytes / (spec.link_gb_s * GB) + resident_bytes / (spec.memory_gb_s * GB)
+    return part_seconds(offloaded_bytes, spec.link_gb_s, batch, spec) + part_seconds(
+        resident_bytes, spec.memory_gb_s, batch, spec
+    )
 
 
 def tokens_per_second(weight_bytes: float, offloaded_bytes: float, gpu: str | OffloadSpec, batch: int = 1) -> float:
-    """Return the decoding throughput bound: ``batch`` tokens per step, one step per weight read."""
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise ValueError(f"batch must be an integer >= 1, got {batch!r}")
-    return batch / step_seconds(weight_bytes, offloaded_bytes, gpu)
+    """Return the decoding throughput bound: ``batch`` tokens per step."""
+    _check_batch(batch)
+    return batch / step_seconds(weight_bytes, offloaded_bytes, gpu, batch)
+
+
+def slowdown(weight_bytes: float, offloaded_bytes: float, gpu: str | OffloadSpec, batch: int = 1) -> float:
+    """Return how many times longer a step of ``batch`` sequences takes with the offloading than without."""
+    return step_seconds(weight_bytes, offloaded_bytes, gpu, batch) / step_seconds(weight_bytes, 0, gpu, batch)
 
 
 def kv_capacity_tokens(

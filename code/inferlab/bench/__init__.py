@@ -7,7 +7,9 @@ typed-in measurement: they include a result file (see ``docs/hooks.py``) and sho
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
+import gc
 import json
 import math
 import os
@@ -216,6 +218,23 @@ def unsteady(values: Any, limit: float = SPREAD_LIMIT, where: str = "values") ->
         for index, value in enumerate(values):
             found += unsteady(value, limit, f"{where}[{index}]")
     return found
+
+
+@contextlib.contextmanager
+def garbage_collector_off():
+    """Collect garbage now, then keep Python's cycle collector off inside the block, as timeit does.
+
+    A collection that starts inside one timed repeat makes that repeat alone slower: noise that the
+    spread of the repeats would then blame on the machine.
+    """
+    gc.collect()
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
 
 
 def _check_counts(repeat: int, warmup: int) -> None:

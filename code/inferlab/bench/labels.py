@@ -171,6 +171,12 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "ttft_ms": ("TTFT (ms)", "首詞元延遲（毫秒）"),
     "offloaded_gb": ("weights offloaded (GB)", "卸載的權重（GB）"),
     "kv_capacity_tokens": ("KV cache room (tokens)", "KV 快取容量（詞元）"),
+    "tokens_per_s_batch_1": ("tokens/s, batch 1", "詞元／秒，批次 1"),
+    "tokens_per_s_batch_32": ("tokens/s, batch 32", "詞元／秒，批次 32"),
+    "tokens_per_s_batch_256": ("tokens/s, batch 256", "詞元／秒，批次 256"),
+    "slowdown_batch_1": ("slowdown, batch 1", "變慢倍數，批次 1"),
+    "slowdown_batch_32": ("slowdown, batch 32", "變慢倍數，批次 32"),
+    "slowdown_batch_256": ("slowdown, batch 256", "變慢倍數，批次 256"),
     "turn": ("turn", "輪次"),
     "ttft_ms_cached": ("TTFT with prefix caching (ms)", "有前綴快取的首詞元延遲（毫秒）"),
     "ttft_ms_no_cache": ("TTFT without (ms)", "沒有前綴快取的首詞元延遲（毫秒）"),
@@ -366,6 +372,7 @@ FIGURE_TEXT: dict[str, str] = {
     "physical blocks in the KV-cache pool": "KV 快取池中的實體區塊",
     "KV-cache capacity (thousand tokens)": "KV 快取容量（千個詞元）",
     "decode tokens/s, batch 1 (model)": "解碼詞元／秒，批次 1（模型估計）",
+    "step time ÷ no offloading (model)": "每步時間 ÷ 不卸載時（模型估計）",
     "weights offloaded to CPU (GB)": "卸載到 CPU 的權重（GB）",
     "computed": "重新計算",
     "no prefix cache": "沒有前綴快取",
@@ -418,6 +425,7 @@ PATTERNS: list[tuple[re.Pattern, str]] = [
         (r"(.+) \((\d+) kept\)", "{0}（保留 {1} 個）"),
         (r"(T4|A100|H100|H200) (standard|tiled)", "{0} {1}"),
         (r"(T4|A100|H100|H200) roof, (fp16|fp32)", "{0} 屋頂，{1}"),
+        (r"(T4|H200), batch (\d+)", "{0}，批次 {1}"),
         (r"(.+), (fp16|fp32|bf16)", "{0}，{1}"),
         (r"DP, order k=(\d+)", "動態規劃，k = {0} 階"),
         (r"Operations, V=(\d+)", "運算次數，V = {0}"),
@@ -449,6 +457,7 @@ PATTERNS: list[tuple[re.Pattern, str]] = [
         (r"(.+) \((\d+) nodes\)", "{0}（{1} 個節點）"),
         (r"agreement, (\d+)-step mean", "一致率，{0} 步平均"),
         (r"(\d+)-step mean, on the target's own continuations", "{0} 步平均，在目標模型自己的接續上"),
+        (r"full blocks of (\d+) tokens, in prompt order", "完整區塊（每塊 {0} 個詞元），依提示順序"),
     ]
 ]
 

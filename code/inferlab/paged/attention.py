@@ -9,6 +9,7 @@ instead of copying them, but computes exactly this.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from inferlab.kvcache.decoder import fused_attention
 
@@ -142,3 +143,24 @@ def paged_prefill_attention(
     check_paged_inputs(q, k_cache, v_cache, block_table[None], torch.tensor([length], device=q.device))
     k, v = gather_kv(k_cache, v_cache, block_table, length)
     return fused_attention(q, k, v, q_start=length - q.shape[2])
+
+
+def decode_mask(block_tables: torch.Tensor, context_lens: torch.Tensor, block_size: int) -> torch.Tensor:
+    """Return (S, 1, 1, keys) booleans: True for each sequence's own keys, False for the padding after them."""
+    keys = torch.arange(block_tables.shape[1] * block_size, device=block_tables.device)
+    return (keys[None, :] < context_lens[:, None])[:, None, None]
+
+
+def paged_decode_attention(
+    q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor, allowed: torch.Tensor
+) -> torch.Tensor:
+    """Return what paged_attention returns for one new query per sequence, through the fused kernel.
+
+    q: (S, heads, 1, head_dim); ``allowed`` comes from :func:`decode_mask`. The newest token may
+    read every key of its own sequence, so the only mask is the padding of the shorter tables. This
+    runs once per layer of every decoding step, so it does not check its inputs: the engine checks
+    them once per step with :func:`check_paged_inputs`, and a test checks it against paged_attention.
+    """
+    k = k_cache[block_tables].flatten(1, 2).transpose(1, 2)  # (S, kv_heads, keys, head_dim)
+    v = v_cache[block_tables].flatten(1, 2).transpose(1, 2)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, enable_gqa=k.shape[1] != q.shape[1])

@@ -10,6 +10,7 @@ Writes docs/results/paged_*.json (through inferlab.bench.write_result) and docs/
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -51,25 +52,11 @@ def run_fragmentation() -> None:
     lengths = [37, 412, 95, 1203, 260, 18, 730, 151]  # a made-up batch of request lengths
     values = fragmentation_example(lengths, max_len=2048, block_size=16)
     values.update(lengths=lengths, max_len=2048, block_size=16)
-    values["example"] = block_table_example()
     write_result("paged_fragmentation", values)
     plot_fragmentation()
-    plot_block_tables()
 
 
-def block_table_example() -> list[dict]:
-    """Return the block tables of three small sequences (two share a prompt prefix), blocks of 4."""
-    from inferlab.paged import BlockManager
-
-    manager = BlockManager(12, block_size=4)
-    manager.allocate("filler", [0] * 8)  # take two blocks so the example's tables are not just 0, 1, 2
-    prompts = {"A": list(range(1, 11)), "C": [7, 7, 7, 7, 7, 7], "B": list(range(1, 9)) + [40, 41, 42]}
-    rows = []
-    for name, ids in prompts.items():
-        table, cached = manager.allocate(name, ids)
-        rows.append({"sequence": name, "tokens": len(ids), "block_table": table, "cached_tokens": cached})
-    manager.free("filler")
-    return rows
+OFFLOAD_BATCHES = (1, 32, 256)  # one request; a busy server; past the T4's ridge point, where compute counts
 
 
 def run_offload_model() -> None:
@@ -79,16 +66,21 @@ def run_offload_model() -> None:
     kv_per_token = kv_bytes_per_token("Qwen2.5-1.5B", "fp16")
     rows = []
     for gpu in ("T4", "H200"):
-        rows += offload_curve(QWEN_WEIGHT_BYTES, gpu, [0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0], kv_per_token)
+        rows += offload_curve(QWEN_WEIGHT_BYTES, gpu, [0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0], kv_per_token, OFFLOAD_BATCHES)
     for row in rows:
-        row["tokens_per_s"] = round(row["tokens_per_s"], 1)
-    t4 = [r for r in rows if r["gpu"] == "T4"]
+        for key in row:
+            if key.startswith(("tokens_per_s", "slowdown")):
+                row[key] = round(row[key], 1 if key.startswith("tokens") else 2)
+    t4_at_2gb = next(r for r in rows if r["gpu"] == "T4" and r["offloaded_gb"] == 2.0)
     values = {
         "model": "Qwen2.5-1.5B-Instruct, fp16",
         "weight_gb": QWEN_WEIGHT_BYTES / 1e9,
         "kv_bytes_per_token": kv_per_token,
+        "batches": list(OFFLOAD_BATCHES),
         "curve": rows,
-        "t4_slowdown_at_2gb": t4[0]["tokens_per_s"] / next(r for r in t4 if r["offloaded_gb"] == 2.0)["tokens_per_s"],
+        "t4_slowdown_at_2gb": t4_at_2gb["slowdown_batch_1"],
+        "t4_slowdown_at_2gb_batch_32": t4_at_2gb["slowdown_batch_32"],
+        "t4_slowdown_at_2gb_batch_256": t4_at_2gb["slowdown_batch_256"],
         "presets": {k: vars(v) for k, v in OFFLOAD_PRESETS.items()},
     }
     write_result("paged_offload_model", values)
@@ -154,6 +146,8 @@ def write_steady(name: str, values: dict) -> bool:
             f"(the machine was busy?): {', '.join(problems[:6])}",
             file=sys.stderr,
         )
+        shown = {key: value for key, value in values.items() if key != "runs"}  # runs: per-block detail
+        print(json.dumps(shown, indent=1), file=sys.stderr)  # what was measured, for the record
         return False
     write_result(name, values)
     return True
@@ -172,6 +166,7 @@ def run_labs(names: list[str], quick: bool, random_weights: bool = False) -> boo
             keep = (
                 "run",
                 "prompt_tokens",
+                "first_changed_token",
                 "cached_tokens",
                 "computed_tokens",
                 "ttft_ms",
@@ -203,6 +198,7 @@ def run_labs(names: list[str], quick: bool, random_weights: bool = False) -> boo
                     batch_sizes=sizes,
                     max_new_tokens=16 if quick else 48,
                     repeats=1 if quick else 3,
+                    min_call_seconds=0.5 if quick else 4.0,
                     progress=lambda _: bar.update(),
                 )
             if write_steady("paged_throughput", values):
@@ -240,60 +236,32 @@ def plot_fragmentation() -> None:
     plt.close(fig)
 
 
-def plot_block_tables() -> None:
-    plt = _plt()
-    rows = read_result("paged_fragmentation")["values"]["example"]
-    colors = {"A": "#4c72b0", "B": "#dd8452", "C": "#55a868"}
-    fig, ax = plt.subplots(figsize=(9, 3))
-    num_physical = 12
-    for block in range(num_physical):  # the physical pool, bottom row
-        ax.add_patch(plt.Rectangle((block, 0), 0.9, 0.9, fill=False, ec="gray"))
-        ax.text(block + 0.45, -0.3, str(block), ha="center", fontsize=8)
-    for row, rec in enumerate(rows):
-        y = 2 + 1.3 * (len(rows) - 1 - row)
-        ax.text(-0.4, y + 0.45, f"{rec['sequence']} ({rec['tokens']} tokens)", ha="right", va="center", fontsize=9)
-        for logical, physical in enumerate(rec["block_table"]):
-            shared = sum(r["block_table"].count(physical) for r in rows) > 1
-            ax.add_patch(plt.Rectangle((logical, y), 0.9, 0.9, color=colors[rec["sequence"]], alpha=0.8))
-            ax.text(logical + 0.45, y + 0.45, str(physical), ha="center", va="center", color="white", fontsize=9)
-            ax.annotate(
-                "",
-                xy=(physical + 0.45, 0.9),
-                xytext=(logical + 0.45, y),
-                arrowprops={
-                    "arrowstyle": "->",
-                    "color": colors[rec["sequence"]],
-                    "ls": "--" if shared else "-",
-                    "alpha": 0.6,
-                },
-            )
-    ax.text(num_physical / 2, -0.8, "physical blocks in the KV-cache pool", ha="center", fontsize=9)
-    ax.set_xlim(-4, num_physical + 0.5)
-    ax.set_ylim(-1.1, 2 + 1.3 * len(rows))
-    ax.axis("off")
-    fig.tight_layout()
-    save_figure(fig, "block_tables", bbox_inches="tight")
-    plt.close(fig)
-
-
 def plot_offload() -> None:
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
+
     plt = _plt()
     v = read_result("paged_offload_model")["values"]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.4))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.8))
+    styles = dict(zip(v["batches"], ("o-", "s--", "^:"), strict=False))
     for gpu, color in (("T4", "#c44e52"), ("H200", "#4c72b0")):
         rows = [r for r in v["curve"] if r["gpu"] == gpu]
         xs = [r["offloaded_gb"] for r in rows]
-        left.plot(xs, [r["tokens_per_s"] for r in rows], "o-", color=color, label=gpu)
+        for batch in v["batches"]:
+            slowdowns = [r[f"slowdown_batch_{batch}"] for r in rows]
+            left.plot(xs, slowdowns, styles[batch], color=color, label=f"{gpu}, batch {batch}")
         right.plot(xs, [r["kv_capacity_tokens"] / 1000 for r in rows], "o-", color=color, label=gpu)
     left.set_yscale("log")
     left.set_xlabel("weights offloaded to CPU (GB)")
-    left.set_ylabel("decode tokens/s, batch 1 (model)")
+    left.set_ylabel("step time ÷ no offloading (model)")
+    left.legend(fontsize=7, ncol=2)
     right.set_xlabel("weights offloaded to CPU (GB)")
     right.set_ylabel("KV-cache capacity (thousand tokens)")
     right.set_yscale("log")
+    right.legend()
     for ax in (left, right):
-        ax.legend()
         ax.grid(alpha=0.3)
+        ax.yaxis.set_major_formatter(ScalarFormatter())  # 10, 100, not 10^1, 10^2
+        ax.yaxis.set_minor_formatter(NullFormatter())
     fig.suptitle(v["model"])
     fig.tight_layout()
     save_figure(fig, "offload_curve")
@@ -301,18 +269,28 @@ def plot_offload() -> None:
 
 
 def plot_invalidation() -> None:
+    """Draw every run's blocks in prompt order: green when served from the cache, red when computed.
+
+    Laid out for a phone as much as for a desktop: 6.4 inches wide, text of 9 points or more.
+    """
     plt = _plt()
     runs = read_result("paged_invalidation")["values"]["runs"]
     width = max(len(r["block_hits"]) for r in runs)
-    fig, ax = plt.subplots(figsize=(10, 0.6 * len(runs) + 1.2))
+    colors = {True: "#55a868", False: "#c44e52"}
+    fig, ax = plt.subplots(figsize=(6.4, 0.55 * len(runs) + 1.4))
     for row, run in enumerate(runs):
         for i, hit in enumerate(run["block_hits"]):
-            ax.add_patch(plt.Rectangle((i, row + 0.1), 0.9, 0.8, color="#55a868" if hit else "#c44e52"))
-        ax.text(-1, row + 0.5, run["run"], ha="right", va="center", fontsize=9)
-    ax.set_xlim(-0.5, width)
+            # A thin white edge keeps neighbouring blocks apart where there is room to show it.
+            ax.add_patch(plt.Rectangle((i, row + 0.1), 1, 0.8, facecolor=colors[hit], edgecolor="white", linewidth=0.3))
+    ax.set_xlim(0, width)
     ax.set_ylim(len(runs), 0)
-    ax.set_yticks([])
-    ax.set_xlabel("full block of 16 tokens, in prompt order (green: served from the cache, red: computed)")
+    ax.set_yticks([row + 0.5 for row in range(len(runs))], [run["run"] for run in runs], fontsize=10)
+    ax.tick_params(axis="y", length=0)
+    ax.set_xlabel("full blocks of 16 tokens, in prompt order")
+    legend = [plt.Rectangle((0, 0), 1, 1, color=colors[hit]) for hit in (True, False)]
+    ax.legend(
+        legend, ["served from cache", "computed"], loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, frameon=False
+    )
     fig.tight_layout()
     save_figure(fig, "invalidation_chain", bbox_inches="tight")
     plt.close(fig)
@@ -356,6 +334,8 @@ def plot_multiturn() -> None:
 def plot_throughput() -> None:
     from inferlab.paged.labs import THROUGHPUT_METHODS
 
+    from matplotlib.ticker import ScalarFormatter
+
     plt = _plt()
     v = read_result("paged_throughput")["values"]
     sizes = [row["requests"] for row in v["rows"]]
@@ -371,6 +351,8 @@ def plot_throughput() -> None:
     ax.set_xscale("log", base=2)
     ax.set_xticks(sizes, [str(size) for size in sizes])
     ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(ScalarFormatter())  # 100, 200, not 10^2, 2 x 10^2
+    ax.yaxis.set_minor_formatter(ScalarFormatter())
     ax.set_xlabel("concurrent requests")
     ax.set_ylabel("generated tokens / s")
     ax.grid(True, which="both", alpha=0.3)

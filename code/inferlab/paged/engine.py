@@ -24,7 +24,13 @@ import torch
 
 from inferlab.checks import require_int, require_token_ids
 from inferlab.kvcache.decoder import LlamaDecoder
-from inferlab.paged.attention import paged_attention, paged_prefill_attention, write_kv
+from inferlab.paged.attention import (
+    check_paged_inputs,
+    decode_mask,
+    paged_decode_attention,
+    paged_prefill_attention,
+    write_kv,
+)
 from inferlab.paged.blocks import BlockManager, OutOfBlocksError
 
 
@@ -240,6 +246,11 @@ class MiniEngine:
         if decode_rows:
             decode_index = torch.tensor([first for _, first, _ in decode_rows], device=device)
             decode_tables, decode_lengths = self._tables([r for r, _, _ in decode_rows])
+            one_query = torch.empty(
+                len(decode_rows), self.model.num_heads, 1, self.model.head_dim, dtype=self.model.dtype
+            )
+            check_paged_inputs(one_query, self.k_cache[0], self.v_cache[0], decode_tables, decode_lengths)  # once
+            decode_allowed = decode_mask(decode_tables, decode_lengths, self.block_size)
         prefill_tables = [
             (torch.tensor(self.blocks.block_table(r.request_id), device=device), self.blocks.num_tokens(r.request_id))
             for r, _, _ in prefill_rows
@@ -252,7 +263,7 @@ class MiniEngine:
             out = torch.empty_like(q)
             if decode_rows:  # all one-token requests in one batched paged-attention call
                 one_query_each = q[0][:, decode_index].transpose(0, 1)[:, :, None]  # (S, heads, 1, head_dim)
-                att = paged_attention(one_query_each, k_cache, v_cache, decode_tables, decode_lengths)
+                att = paged_decode_attention(one_query_each, k_cache, v_cache, decode_tables, decode_allowed)
                 out[0][:, decode_index] = att[:, :, 0].transpose(0, 1)
             for (_, first, count), (table, length) in zip(prefill_rows, prefill_tables, strict=True):
                 # Prompts differ in length: one call each, through the fused kernel.

@@ -5,12 +5,19 @@ copies them to the GPU during every forward pass (vLLM engine arguments, "cpu_of
 virtual way to increase the GPU memory size ... requires fast CPU-GPU interconnect"). The KV cache
 stays on the GPU; in fact it grows, because the weights it no longer holds leave room for blocks.
 
-The cost model: at small batch, decoding is memory-bound (every step reads every weight once), so
+The cost model: a decoding step reads every weight once and does 2 floating-point operations per
+weight per sequence in the batch. Each part of the weights takes the longer of its read and its
+arithmetic (a roofline per part):
 
-    time per step = offloaded bytes / host-link bandwidth + resident bytes / GPU memory bandwidth
+    time per step = max(offloaded bytes / host-link bandwidth, FLOPs on them / peak)
+                  + max(resident bytes / GPU memory bandwidth, FLOPs on them / peak)
 
-and a batch of B requests shares each step. It is a lower bound on time: it ignores compute,
-kernel launches and any overlap of copying with computing.
+A batch of B requests shares each step. At small B both reads dominate, so the step time, and
+with it the slowdown that offloading causes, does not depend on B. Batching divides every byte
+read among more tokens, offloaded and resident alike, which leaves the ratio unchanged; only when
+the resident part turns compute-bound (B in the hundreds on a T4) does the streamed part weigh
+less. The model is a lower bound on time: it ignores kernel launches and any overlap of copying
+with computing.
 """
 
 from __future__ import annotations
@@ -20,8 +27,11 @@ from dataclasses import dataclass
 
 import torch
 
+from inferlab.flash.traffic import GPU_PRESETS
+
 # --8<-- [start:presets]
 GB = 1e9  # bandwidths are quoted in decimal GB/s (vLLM's cpu_offload_gb itself counts GiB)
+BYTES_PER_WEIGHT = 2  # fp16 or bf16 weights
 
 
 @dataclass(frozen=True)
@@ -33,15 +43,21 @@ class OffloadSpec:
     link_gb_s: float  # host-to-GPU bandwidth in one direction, GB/s
     memory_gb: float  # GPU memory, GB
     source: str
+    fp16_tflops: float = 0.0  # dense FP16 Tensor Core peak, TFLOP/s (0: compute is not modelled)
 
 
 OFFLOAD_PRESETS = {
     # T4 data sheet: 16 GB GDDR6 at 320 GB/s; PCIe Gen3 x16 (32 GB/s both directions, so 16 one way;
-    # 8 GT/s x 16 lanes x 128/130 encoding = 15.75 GB/s). Colab's free GPU.
-    "T4": OffloadSpec("T4", 320.0, 15.75, 16.0, "NVIDIA T4 data sheet (2019); PCI-SIG PCIe 3.0"),
+    # 8 GT/s x 16 lanes x 128/130 encoding = 15.75 GB/s). Colab's free GPU. Peak FP16 as in the
+    # FlashAttention pages' presets (inferlab.flash.traffic.GPU_PRESETS, from the same data sheets).
+    "T4": OffloadSpec(
+        "T4", 320.0, 15.75, 16.0, "NVIDIA T4 data sheet (2019); PCI-SIG PCIe 3.0", GPU_PRESETS["T4"].fp16_tflops
+    ),
     # H200 data sheet (SXM): 141 GB HBM3e at 4.8 TB/s; PCIe Gen5 x16 (128 GB/s both directions,
     # 32 GT/s x 16 lanes x 128/130 = 63 GB/s one way) to an x86 host.
-    "H200": OffloadSpec("H200", 4800.0, 63.0, 141.0, "NVIDIA H200 data sheet (2024); PCI-SIG PCIe 5.0"),
+    "H200": OffloadSpec(
+        "H200", 4800.0, 63.0, 141.0, "NVIDIA H200 data sheet (2024); PCI-SIG PCIe 5.0", GPU_PRESETS["H200"].fp16_tflops
+    ),
 }
 # --8<-- [end:presets]
 
@@ -69,19 +85,39 @@ def _check_bytes(weight_bytes: float, offloaded_bytes: float) -> None:
         raise ValueError(f"offloaded_bytes must be in 0..weight_bytes ({weight_bytes:.3g}), got {offloaded_bytes}")
 
 
-def step_seconds(weight_bytes: float, offloaded_bytes: float, gpu: str | OffloadSpec) -> float:
-    """Return the memory-bound time of one decoding step: streamed weights + resident weights."""
+def _check_batch(batch) -> None:
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise ValueError(f"batch must be an integer >= 1, got {batch!r}")
+
+
+def part_seconds(num_bytes: float, bandwidth_gb_s: float, batch: int, spec: OffloadSpec) -> float:
+    """Return one part of the weights' time in a step: its read, or its arithmetic if that is longer."""
+    read = num_bytes / (bandwidth_gb_s * GB)
+    flops = 2 * (num_bytes / BYTES_PER_WEIGHT) * batch  # a multiply and an add per weight per sequence
+    compute = flops / (spec.fp16_tflops * 1e12) if spec.fp16_tflops else 0.0
+    return max(read, compute)
+
+
+def step_seconds(weight_bytes: float, offloaded_bytes: float, gpu: str | OffloadSpec, batch: int = 1) -> float:
+    """Return the time of one decoding step of ``batch`` sequences: streamed part + resident part."""
     _check_bytes(weight_bytes, offloaded_bytes)
+    _check_batch(batch)
     spec = _spec(gpu)
     resident_bytes = weight_bytes - offloaded_bytes
-    return offloaded_bytes / (spec.link_gb_s * GB) + resident_bytes / (spec.memory_gb_s * GB)
+    return part_seconds(offloaded_bytes, spec.link_gb_s, batch, spec) + part_seconds(
+        resident_bytes, spec.memory_gb_s, batch, spec
+    )
 
 
 def tokens_per_second(weight_bytes: float, offloaded_bytes: float, gpu: str | OffloadSpec, batch: int = 1) -> float:
-    """Return the decoding throughput bound: ``batch`` tokens per step, one step per weight read."""
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise ValueError(f"batch must be an integer >= 1, got {batch!r}")
-    return batch / step_seconds(weight_bytes, offloaded_bytes, gpu)
+    """Return the decoding throughput bound: ``batch`` tokens per step."""
+    _check_batch(batch)
+    return batch / step_seconds(weight_bytes, offloaded_bytes, gpu, batch)
+
+
+def slowdown(weight_bytes: float, offloaded_bytes: float, gpu: str | OffloadSpec, batch: int = 1) -> float:
+    """Return how many times longer a step of ``batch`` sequences takes with the offloading than without."""
+    return step_seconds(weight_bytes, offloaded_bytes, gpu, batch) / step_seconds(weight_bytes, 0, gpu, batch)
 
 
 def kv_capacity_tokens(
@@ -109,18 +145,23 @@ def kv_capacity_tokens(
 
 
 def offload_curve(
-    weight_bytes: float, gpu: str | OffloadSpec, offloaded_gb: list[float], kv_bytes_per_token: int, batch: int = 1
+    weight_bytes: float,
+    gpu: str | OffloadSpec,
+    offloaded_gb: list[float],
+    kv_bytes_per_token: int,
+    batches: tuple[int, ...] = (1, 32),
 ) -> list[dict]:
-    """Return one record per offloaded amount: tokens/s and KV-cache capacity from the cost model."""
-    return [
-        {
-            "gpu": _spec(gpu).name,
-            "offloaded_gb": gb,
-            "tokens_per_s": tokens_per_second(weight_bytes, gb * GB, gpu, batch),
-            "kv_capacity_tokens": kv_capacity_tokens(weight_bytes, gb * GB, gpu, kv_bytes_per_token),
-        }
-        for gb in offloaded_gb
-    ]
+    """Return one record per offloaded amount: tokens/s and slowdown per batch size, KV-cache capacity."""
+    rows = []
+    for gb in offloaded_gb:
+        row = {"gpu": _spec(gpu).name, "offloaded_gb": gb}
+        for batch in batches:
+            row[f"tokens_per_s_batch_{batch}"] = tokens_per_second(weight_bytes, gb * GB, gpu, batch)
+        for batch in batches:
+            row[f"slowdown_batch_{batch}"] = slowdown(weight_bytes, gb * GB, gpu, batch)
+        row["kv_capacity_tokens"] = kv_capacity_tokens(weight_bytes, gb * GB, gpu, kv_bytes_per_token)
+        rows.append(row)
+    return rows
 
 
 # ----- a measurement on a real GPU: stream some layers' weights from pinned host memory --------
