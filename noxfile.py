@@ -26,7 +26,7 @@ def test(session: nox.Session) -> None:
     """Run the test suite. `nox -s test -- --gpu` makes a missing GPU an error instead of a skip."""
     install(session, "test", "docs")
     env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "MPLBACKEND": "Agg"}
-    session.run("pytest", *(session.posargs or ["-q"]), env=env)
+    session.run("pytest", *(session.posargs or ["-q", "--durations=25"]), env=env)  # the slowest tests, for CI time
 
 
 @nox.session
