@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 import re
 import subprocess
 import sys
@@ -212,3 +213,38 @@ def test_jieba_keeps_glossary_terms_whole():
     assert "推測解碼" in words and "繁體中文" not in words  # terms, not the header row
     reader_hooks.on_config(CONFIG)
     assert "推測解碼" in list(jieba.cut("什麼是推測解碼"))
+
+
+# ---- issue 16: figures on a phone ----------------------------------------------------------
+
+
+def test_a_figure_gets_the_width_its_smallest_text_needs_and_a_scroll_box(tmp_path):
+    """The least width comes from the size save_figure records: 8 px text, whatever the figure."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from inferlab.bench.figures import save_figure
+
+    docs = tmp_path / "docs"
+    fig, ax = plt.subplots(figsize=(10, 3))  # wide, with matplotlib's 10-point tick labels
+    ax.plot([0, 1], [1, 2], label="standard")
+    ax.set_xlabel("sequence length N")
+    ax.legend(fontsize=7)  # the smallest text: 7 pt at 100 dpi is 7 * 100 / 72 = 9.72 px
+    save_figure(fig, docs / "figures" / "t" / "wide.png", dpi=100)
+    plt.close(fig)
+    width, smallest = reader_hooks.png_facts(docs / "figures" / "t" / "wide.png")
+    assert width == 1000 and smallest == pytest.approx(7 * 100 / 72, abs=0.01)
+    config = {**CONFIG, "docs_dir": str(docs)}
+    source = '<p><img alt="A wide figure" src="../../figures/t/wide.png" /></p>'
+    out = reader_hooks.legible_figures(source, fake_page("t/page.md", "t/page/"), config)
+    least = int(re.search(r"min-width: (\d+)px", out).group(1))
+    assert least == math.ceil(1000 * 8 / smallest)  # ceil(width * 8 px / smallest)
+    assert least * smallest / width >= 8 > (least - 1) * smallest / width
+    assert out.startswith('<div class="inferlab-figure"><img alt="A wide figure"') and out.endswith("</div>")
+    # On a zh-TW page the zh-TW file is measured; inside other text the box is a <span>.
+    inline = reader_hooks.legible_figures(
+        '<li>see <img src="../../../figures/t/wide.png"></li>', fake_page("t/page.zh-TW.md", "zh-TW/t/page/"), config
+    )
+    assert '<span class="inferlab-figure"><img src=' in inline and "min-width" in inline

@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import html
 import json
+import math
 import posixpath
 import re
 import shutil
@@ -280,10 +281,78 @@ def excerpt_caption(target: str, config, language: str) -> str:
     return f'<p class="inferlab-caption inferlab-caption--excerpt">{caption}</p>'
 
 
+# ---- figures on a phone ------------------------------------------------------------------------
+
+# A figure is never shown so small that its smallest text falls under this many CSS pixels: on a
+# narrow screen it keeps that width and scrolls sideways in its own box (div.inferlab-figure).
+LEGIBLE_TEXT_PX = 8.0
+# What a figure without a recorded text size is assumed to hold (matplotlib's small legend text).
+ASSUMED_SMALLEST_PT = 8.0
+SMALLEST_TEXT_KEY = b"inferlab:smallest-text-px"  # written by inferlab.bench.figures.save_figure
+# A figure alone in its paragraph (the usual case), or an <img> of a figure anywhere else.
+FIGURE_IMG = re.compile(
+    r'(?P<alone><p>\s*)?(?P<img><img\b[^>]*\bsrc="(?P<src>[^"]*figures/[^"]+\.png)"[^>]*?)\s*/?>(?(alone)\s*</p>)'
+)
+
+
+def png_facts(path: Path) -> tuple[int, float]:
+    """Return a PNG's width and the size of its smallest text, both in pixels of the image."""
+    return read_png_facts(path, path.stat().st_mtime_ns)  # a redrawn figure is read again
+
+
+@functools.cache
+def read_png_facts(path: Path, mtime_ns: int) -> tuple[int, float]:
+    """Return png_facts(path) for the file as it was at mtime_ns.
+
+    The text size comes from the PNG's text chunk that save_figure writes; without it, from the
+    image's resolution (pHYs) and ASSUMED_SMALLEST_PT.
+    """
+    data = path.read_bytes()
+    position, width, dpi, smallest = 8, 0, 100.0, None
+    while position + 8 <= len(data):
+        length = int.from_bytes(data[position : position + 4], "big")
+        kind, body = data[position + 4 : position + 8], data[position + 8 : position + 8 + length]
+        if kind == b"IHDR":
+            width = int.from_bytes(body[:4], "big")
+        elif kind == b"pHYs" and body[8:9] == b"\x01":  # pixels per metre
+            dpi = int.from_bytes(body[:4], "big") * 0.0254
+        elif kind == b"tEXt" and body.partition(b"\0")[0] == SMALLEST_TEXT_KEY:
+            smallest = float(body.partition(b"\0")[2])
+        position += 12 + length
+    return width, smallest if smallest else ASSUMED_SMALLEST_PT * dpi / 72
+
+
+def figure_file(src: str, page, docs_dir: str) -> Path | None:
+    """Return the PNG under docs/ that an <img src> of a page shows (its zh-TW version on zh-TW pages)."""
+    served = posixpath.normpath(posixpath.join(posixpath.dirname(page.url.rstrip("/") + "/x"), src))
+    path = Path(docs_dir) / served.removeprefix(f"{ZH}/")
+    chinese = path.with_name(f"{path.stem}.{ZH}{path.suffix}")
+    if page_language(page) == ZH and chinese.is_file():
+        return chinese
+    return path if path.is_file() else None
+
+
+def legible_figures(html_text: str, page, config) -> str:
+    """Wrap each figure in a box that scrolls sideways, and give it the least width its text needs."""
+
+    def wrap(match: re.Match) -> str:
+        path = figure_file(match.group("src"), page, config["docs_dir"])
+        if path is None:
+            return match.group(0)
+        width, smallest = png_facts(path)
+        least = min(width, math.ceil(width * LEGIBLE_TEXT_PX / smallest))
+        img = f'{match.group("img")} data-smallest-text-px="{smallest:g}" style="min-width: {least}px">'
+        box = "div" if match.group("alone") is not None else "span"  # a <div> cannot sit inside a <p>
+        return f'<{box} class="inferlab-figure">{img}</{box}>'
+
+    return FIGURE_IMG.sub(wrap, html_text)
+
+
 def on_page_content(html_text: str, page, config, files) -> str:
     """Caption each marked code block; point a snippet excerpt's copy button at the whole file."""
     if page.file.src_uri.endswith(".ipynb"):
         return html_text
+    html_text = legible_figures(html_text, page, config)
     language = page_language(page)
 
     def label(match: re.Match) -> str:

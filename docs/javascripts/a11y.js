@@ -16,11 +16,11 @@
   "use strict";
 
   const TEXT = {
-    en: { table: "Table, scrolls sideways", code: "Code, scrolls", formula: "Formula, scrolls sideways", other: "Scrolling area" },
-    "zh-TW": { table: "表格（可左右捲動）", code: "程式碼（可捲動）", formula: "公式（可左右捲動）", other: "可捲動的區塊" },
+    en: { table: "Table, scrolls sideways", code: "Code, scrolls", formula: "Formula, scrolls sideways", other: "Scrolling area", figure: "Figure, scrolls sideways" },
+    "zh-TW": { table: "表格（可左右捲動）", code: "程式碼（可捲動）", formula: "公式（可左右捲動）", other: "可捲動的區塊", figure: "圖（可左右捲動）" },
   };
   // Elements that can scroll; <pre><code> is left to Material, which gives code blocks a tab stop.
-  const CANDIDATES = ".md-content div, .md-content pre:not(:has(> code)), .md-content table";
+  const CANDIDATES = ".md-content div, .md-content pre:not(:has(> code)), .md-content table, .md-content span.inferlab-figure";
   const FOCUSABLE = "a[href], button, input, select, textarea, [tabindex]:not([tabindex='-1'])";
 
   function text() {
@@ -39,6 +39,7 @@
     const t = text();
     if (node.querySelector("table")) return t.table;
     if (node.classList.contains("arithmatex")) return t.formula;
+    if (node.classList.contains("inferlab-figure")) return t.figure; // a wide figure on a phone (reader.css)
     if (node.closest(".jupyter-wrapper") || node.querySelector("pre")) return t.code;
     return t.other;
   }

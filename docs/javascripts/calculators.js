@@ -323,6 +323,10 @@
       speedup: "Expected speed-up",
       best: "Best γ (1–64)",
       chart: "Expected speed-up for γ = 1 to",
+      chartX: "γ, drafted tokens per round",
+      chartY: "expected speed-up",
+      legendCurrent: "the γ above",
+      legendBaseline: "1×: no gain",
       specPreset: "Measured on the bundled pair",
       specRegimes: { short: "short prompt", long: "long prompt" },
       specRuntimes: { inferlab: "inferlab's decoder", transformers: "transformers" },
@@ -381,6 +385,10 @@
       speedup: "預期加速",
       best: "最佳 γ（1–64）",
       chart: "γ = 1 到下列值的預期加速：",
+      chartX: "γ：每輪草擬的詞元數",
+      chartY: "預期加速",
+      legendCurrent: "上面選的 γ",
+      legendBaseline: "1×：沒有加速",
       specPreset: "內建模型組的實測值",
       specRegimes: { short: "短提示", long: "長提示" },
       specRuntimes: { inferlab: "inferlab 解碼器", transformers: "transformers" },
@@ -649,40 +657,77 @@
 
   // ---------------------------------------------------------------- speculative widget
 
-  function speedupChart(alpha, gamma, c, label) {
+  // A bar per γ from 1 to max(10, γ): the expected speed-up, with both axes labelled, the chosen γ
+  // in the page's primary colour, and the 1× line (below it, speculative decoding is slower than
+  // plain decoding); a legend above the bars names both. Sizes are in the SVG's own units: the
+  // chart is drawn 320 wide and scaled to the column, so its 10-unit text stays legible on a phone.
+  function speedupChart(alpha, gamma, c, t) {
     const count = Math.max(10, gamma);
     const values = [];
     for (let g = 1; g <= count; g++) values.push(expectedSpeedup(alpha, g, c));
-    const top = Math.max(1, ...values);
-    const width = 300;
-    const height = 90;
-    const barWidth = width / count;
+    const top = niceCeiling(Math.max(1, ...values));
+    const [width, height] = [320, 196];
+    const plot = { left: 36, right: 312, top: 34, bottom: 160 };
+    const x = (index) => plot.left + ((plot.right - plot.left) * index) / count;
+    const y = (value) => plot.bottom - ((plot.bottom - plot.top) * value) / top;
     const svgNs = "http://www.w3.org/2000/svg";
-    const svg = document.createElementNS(svgNs, "svg");
-    svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
-    svg.setAttribute("class", "calc__chart");
-    svg.setAttribute("role", "img");
-    svg.setAttribute("aria-label", `${label} ${count}`);
+    const make = (name, attributes, text) => {
+      const node = document.createElementNS(svgNs, name);
+      for (const [key, value] of Object.entries(attributes)) node.setAttribute(key, String(value));
+      if (text !== undefined) node.textContent = text;
+      return node;
+    };
+    const svg = make("svg", { viewBox: `0 0 ${width} ${height}`, class: "calc__chart", role: "img" });
+    svg.setAttribute("aria-label", `${t.chart} ${count}`);
+    // The y axis: ticks at 0, the 1× line and the top, labelled as speed-ups.
+    for (const value of [...new Set([0, 1, top / 2, top])].sort((a, b) => a - b)) {
+      svg.append(make("line", { x1: plot.left - 3, x2: plot.right, y1: y(value), y2: y(value), class: "calc__grid" }));
+      svg.append(make("text", { x: plot.left - 5, y: y(value) + 3.5, class: "calc__tick", "text-anchor": "end" }, `${trimmed(value)}×`));
+    }
     values.forEach((value, index) => {
-      const bar = document.createElementNS(svgNs, "rect");
-      const barHeight = (value / top) * (height - 4);
-      bar.setAttribute("x", String(index * barWidth + 1));
-      bar.setAttribute("y", String(height - barHeight));
-      bar.setAttribute("width", String(Math.max(barWidth - 2, 1)));
-      bar.setAttribute("height", String(barHeight));
-      bar.setAttribute("class", index + 1 === gamma ? "calc__bar calc__bar--current" : "calc__bar");
-      const title = document.createElementNS(svgNs, "title");
-      title.textContent = `γ = ${index + 1}: ${value.toFixed(3)}×`;
-      bar.append(title);
+      const barWidth = (plot.right - plot.left) / count;
+      const bar = make("rect", {
+        x: x(index) + barWidth * 0.12,
+        y: y(value),
+        width: Math.max(barWidth * 0.76, 1),
+        height: plot.bottom - y(value),
+        class: index + 1 === gamma ? "calc__bar calc__bar--current" : "calc__bar",
+      });
+      bar.append(make("title", {}, `γ = ${index + 1}: ${value.toFixed(3)}×`));
       svg.append(bar);
+      // γ under each bar; when there are many, every few, always the chosen one.
+      const step = Math.ceil(count / 16);
+      if ((index + 1) % step === 0 || index === 0 || index + 1 === gamma) {
+        svg.append(make("text", { x: x(index) + barWidth / 2, y: plot.bottom + 12, class: "calc__tick", "text-anchor": "middle" }, String(index + 1)));
+      }
     });
-    // The line at 1x: below it, speculative decoding is slower than plain decoding.
-    const baseline = document.createElementNS(svgNs, "line");
-    const y = height - (1 / top) * (height - 4);
-    for (const [name, value] of [["x1", 0], ["x2", width], ["y1", y], ["y2", y]]) baseline.setAttribute(name, String(value));
-    baseline.setAttribute("class", "calc__baseline");
-    svg.append(baseline);
+    svg.append(make("line", { x1: plot.left, x2: plot.right, y1: y(1), y2: y(1), class: "calc__baseline" }));
+    svg.append(make("line", { x1: plot.left, x2: plot.right, y1: plot.bottom, y2: plot.bottom, class: "calc__axis" }));
+    svg.append(make("line", { x1: plot.left, x2: plot.left, y1: plot.top, y2: plot.bottom, class: "calc__axis" }));
+    svg.append(make("text", { x: (plot.left + plot.right) / 2, y: height - 6, class: "calc__axis-title", "text-anchor": "middle" }, t.chartX));
+    svg.append(make("text", { x: 2, y: plot.top - 8, class: "calc__axis-title" }, t.chartY));
+    // The legend, above the plot on the right.
+    const legend = [
+      ["rect", { x: 150, y: 6, width: 10, height: 8, class: "calc__bar calc__bar--current" }, t.legendCurrent],
+      ["line", { x1: 232, x2: 248, y1: 10, y2: 10, class: "calc__baseline" }, t.legendBaseline],
+    ];
+    for (const [shape, attributes, text] of legend) {
+      svg.append(make(shape, attributes));
+      const start = shape === "rect" ? attributes.x + 14 : attributes.x2 + 4;
+      svg.append(make("text", { x: start, y: 13.5, class: "calc__tick calc__legend" }, text));
+    }
     return svg;
+  }
+
+  // A round number at or above value, for the top of the speed-up axis: 1, 1.5, 2, 2.5, 3, 4, 5, ...
+  function niceCeiling(value) {
+    const steps = [1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10];
+    const scale = 10 ** Math.floor(Math.log10(value));
+    return scale * steps.find((step) => step * scale >= value - 1e-9);
+  }
+
+  function trimmed(value) {
+    return Number(value.toFixed(2)).toString();
   }
 
   // The bundled pair's alpha and c as the gamma sweep measured them (calculator-presets.js),
@@ -752,7 +797,7 @@
         } else {
           show(root, "measured", t.notApplicable);
         }
-        chartBox.replaceChildren(speedupChart(alpha, gamma, c, t.chart));
+        chartBox.replaceChildren(speedupChart(alpha, gamma, c, t));
         showError(root, null);
       } catch (error) {
         clearOutputs(root);

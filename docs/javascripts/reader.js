@@ -33,3 +33,32 @@
     return post.call(this, message, ...rest);
   };
 })();
+
+// Inline formulas wider than their line. MathJax draws inline math as one unbreakable box; on a
+// phone a long worked example ("a2 = e^{m1-m2} a1 + ...") then pushed the whole page sideways.
+// Such a formula gets the class inferlab-wide-math (reader.css gives it a line of its own that
+// scrolls sideways), checked again whenever the window's width changes.
+(function () {
+  "use strict";
+
+  function markWideMath() {
+    for (const math of document.querySelectorAll(".md-typeset span.arithmatex")) {
+      const svg = math.querySelector("mjx-container > svg");
+      const line = math.parentElement;
+      if (!svg || !line) continue;
+      const room = line.getBoundingClientRect().width;
+      math.classList.toggle("inferlab-wide-math", svg.getBoundingClientRect().width > room + 0.5);
+    }
+  }
+
+  function afterTypesetting() {
+    // After MathJax's first typesetting, and after the one mathjax.js starts on the same promise.
+    if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+      MathJax.startup.promise.then(() => new Promise((done) => setTimeout(done, 0))).then(markWideMath);
+    }
+  }
+
+  window.addEventListener("resize", markWideMath);
+  if (typeof document$ !== "undefined") document$.subscribe(afterTypesetting);
+  else window.addEventListener("load", afterTypesetting);
+})();

@@ -304,38 +304,50 @@ def worked_example() -> dict:
 
 
 def plot_traffic(values: dict) -> None:
+    """Draw HBM traffic against N (top) and the roofline estimates in fp32 and fp16 (below).
+
+    Laid out for a phone as much as for a desktop: 6.4 inches wide, text of 9 points or more,
+    one legend shared by the two estimate plots.
+    """
     import matplotlib.pyplot as plt
 
     ns = [row["N"] for row in values["traffic_rows"]]
-    fig, (left, middle, right) = plt.subplots(1, 3, figsize=(15, 4.2))
-    left.loglog(ns, [row["standard"] for row in values["traffic_rows"]], "o-", label="standard")
+    fig = plt.figure(figsize=(6.4, 8.2))
+    grid = fig.add_gridspec(2, 2, height_ratios=(1.15, 1))
+    top = fig.add_subplot(grid[0, :])
+    middle, right = fig.add_subplot(grid[1, 0]), fig.add_subplot(grid[1, 1])
+    top.loglog(ns, [row["standard"] for row in values["traffic_rows"]], "o-", label="standard")
     for kib in SRAM_KIB:
-        left.loglog(
+        top.loglog(
             ns,
             [row[f"flash_{kib}KiB"] for row in values["traffic_rows"]],
             "s--",
             label=f"tiled, SRAM {kib} KiB (Alg. 1 tiles)",
         )
     for block_q in TILE_ROWS:
-        left.loglog(
+        top.loglog(
             ns, [row[f"flash_{block_q}x64"] for row in values["traffic_rows"]], "^:", label=f"tiled, {block_q}x64 tiles"
         )
-    left.loglog(ns, [row["flash_ideal"] for row in values["traffic_rows"]], "k-.", label="ideal: all once, N(5d+4)")
-    left.set_xlabel("sequence length N")
-    left.set_ylabel("HBM reads + writes (elements)")
-    left.set_title(f"HBM traffic, one head, d = {values['d']}")
-    left.legend(fontsize=8)
-    left.grid(True, which="both", alpha=0.3)
-    for ax, key, precision in ((middle, "runtime_rows", "fp32"), (right, "runtime_rows_fp16", "fp16 Tensor Cores")):
+    top.loglog(ns, [row["flash_ideal"] for row in values["traffic_rows"]], "k-.", label="ideal: all once, N(5d+4)")
+    top.set_xlabel("sequence length N")
+    top.set_ylabel("HBM reads + writes (elements)")
+    top.set_title(f"HBM traffic, one head, d = {values['d']}")
+    top.legend(fontsize=9)
+    top.grid(True, which="both", alpha=0.3)
+    for ax, key, precision in (
+        (middle, "runtime_rows", "fp32, CUDA cores"),
+        (right, "runtime_rows_fp16", "fp16, Tensor Cores"),
+    ):
         for gpu, marker in (("T4", "o"), ("A100", "^")):
             ax.loglog(ns, [row[f"{gpu} standard ms"] for row in values[key]], marker + "-", label=f"{gpu} standard")
             ax.loglog(ns, [row[f"{gpu} tiled ms"] for row in values[key]], marker + "--", label=f"{gpu} tiled")
         ax.set_xlabel("sequence length N")
-        ax.set_ylabel("roofline estimate (ms)")
-        ax.set_title(f"Estimated forward time, {precision}")
-        ax.legend(fontsize=8)
+        ax.set_title(precision, fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
-    fig.tight_layout()
+    middle.set_ylabel("roofline estimate (ms)")
+    handles, names = middle.get_legend_handles_labels()
+    fig.legend(handles, names, loc="lower center", ncol=4, fontsize=9, frameon=False)
+    fig.tight_layout(rect=(0, 0.04, 1, 1))  # room for the shared legend under the plots
     save_figure(fig, "traffic")
     plt.close(fig)
 
