@@ -35,6 +35,7 @@ import pytest
 import yaml
 
 import test_browser
+from inferlab.bench import labels
 from inferlab.flash import traffic
 from inferlab.kvcache import size
 from inferlab.speculative import formulas
@@ -85,11 +86,13 @@ def answer_offline(route):
     route.fulfill(status=200, content_type="application/json", body="{}")
 
 
-def audit_both_schemes(browser, url: str, axe_js: str) -> dict[str, list[dict]]:
+def audit_both_schemes(browser, url: str, axe_js: str, measure: bool = False):
     """Return axe-core's violations on url in each colour scheme, audited side by side.
 
     Each scheme gets its own browser context whose system setting (prefers-color-scheme) asks for
     it, as a reader's operating system would; the page must then show Material's matching palette.
+    With ``measure``, return (violations, layouts): layouts holds, per scheme, measure_layouts'
+    measurements of the same loaded pages, taken once axe-core is done.
     """
     parts = urllib.parse.urlsplit(url)
     elsewhere = re.compile(r"^(?!" + re.escape(f"{parts.scheme}://{parts.netloc}/") + ")https?://")
@@ -108,7 +111,10 @@ def audit_both_schemes(browser, url: str, axe_js: str) -> dict[str, list[dict]]:
             assert shown == SCHEMES[scheme], f"{url}: asked for the {scheme} scheme, the page shows {shown!r}"
             page.add_script_tag(content=axe_js)
             page.evaluate(START_AXE)
-        return {scheme: page.evaluate(AXE_RESULT) for scheme, page in pages.items()}
+        violations = {scheme: page.evaluate(AXE_RESULT) for scheme, page in pages.items()}
+        if not measure:
+            return violations
+        return violations, measure_layouts(pages)
     finally:
         for context in contexts.values():
             context.close()
@@ -130,6 +136,106 @@ def describe(rules: list[dict], baseline: list[dict], where: str) -> str:
         )
         lines += [f"    {node['target']}  {node['html']!r}\n      {node['summary']}" for node in rule["nodes"]]
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- layout, on the pages audited above
+
+# Measured in each audited page once axe-core is done, at the desktop width the page was loaded at
+# (1280 px) and again at a phone's (390 px; the viewport is narrowed in place, no reload), in both
+# colour schemes: what a reader on a phone or in Chinese would see go wrong (issue 16).
+PHONE = {"width": 390, "height": 844}
+WIDTHS = (1280, PHONE["width"])
+LAYOUT = """() => {
+    const content = document.querySelector(".md-content");
+    const article = content.querySelector("article") || content;
+    const edge = content.getBoundingClientRect();
+    // The nearest box around an element (itself included) that scrolls sideways and fits the column.
+    const scroller = (element) => {
+        for (let node = element; node && node !== content.parentElement; node = node.parentElement) {
+            const overflow = getComputedStyle(node).overflowX;
+            const box = node.getBoundingClientRect();
+            if ((overflow === "auto" || overflow === "scroll") && box.left >= edge.left - 1 && box.right <= edge.right + 1) return node;
+        }
+        return null;
+    };
+    return {
+        sideways: document.documentElement.scrollWidth - document.documentElement.clientWidth,
+        column: edge.width,
+        equations: [...article.querySelectorAll("div.arithmatex")].map((math) => {
+            const svg = math.querySelector("mjx-container svg");
+            return { tex: math.textContent.trim().slice(0, 60), width: svg ? svg.getBoundingClientRect().width : 0 };
+        }),
+        tables: [...article.querySelectorAll("table")].filter((table) => !table.closest(".calc")).map((table) => ({
+            head: [...table.querySelectorAll("th")].map((th) => th.innerText.trim()),
+            wide: table.scrollWidth > edge.width + 1,
+            contained: scroller(table) !== null,
+        })),
+        figures: [...article.querySelectorAll("img")].filter((img) => /figures\\//.test(img.src)).map((img) => ({
+            src: img.currentSrc || img.src,
+            textPx: img.dataset.smallestTextPx
+                ? (img.dataset.smallestTextPx * img.getBoundingClientRect().width) / img.naturalWidth : null,
+            filter: img.classList.contains("no-invert") ? "invert (kept as it is on purpose)" : getComputedStyle(img).filter,
+        })),
+        editors: [...article.querySelectorAll(".jp-CodeCell .jp-InputArea-editor")].map((editor) => editor.getBoundingClientRect().width),
+    };
+}"""
+NEXT_FRAME = "() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))"
+LEGIBLE_TEXT_PX = 7.9  # tools/reader_hooks.py sizes figures for 8 px text; a little rounding allowed
+# Header words a zh-TW table may show in Latin letters: the glossary's column of English terms.
+LATIN_HEADERS = {"English"}
+# A result file's key shown as it is (naive_s, ttft_ms); math such as s_t(x) has one letter before "_".
+SNAKE_CASE = re.compile(r"\b[A-Za-z]{2,}\w*_\w+\b")
+
+
+def is_english(header: str) -> bool:
+    """Return True for a table header a zh-TW reader should not see: English words or a snake_case key."""
+    return bool(labels.english_words(header) or SNAKE_CASE.search(header))
+
+
+def measure_layouts(pages: dict) -> dict[str, dict[int, dict]]:
+    """Return LAYOUT's measurements of each scheme's page at the desktop width, then at the phone's.
+
+    Both pages are narrowed before either is measured again: their renderers lay out at once.
+    """
+    found = {scheme: {WIDTHS[0]: page.evaluate(LAYOUT)} for scheme, page in pages.items()}
+    for page in pages.values():
+        page.set_viewport_size(PHONE)
+    for scheme, page in pages.items():
+        page.evaluate(NEXT_FRAME)
+        found[scheme][WIDTHS[1]] = page.evaluate(LAYOUT)
+    return found
+
+
+def layout_problems(found: dict, width: int, scheme: str, path: str, site_url: str) -> list[str]:
+    """Return what is wrong with a page's layout measured at one width, one line each."""
+    problems = []
+    if found["sideways"] > 1:
+        problems.append(f"the page scrolls sideways by {found['sideways']} px")
+    problems += [f"display math {e['tex']!r} is {e['width']:.0f} px wide" for e in found["equations"] if e["width"] < 1]
+    problems += [
+        f"a wide table is in no scroll box: {t['head'][:4]}"
+        for t in found["tables"]
+        if t["wide"] and not t["contained"]
+    ]
+    for figure in found["figures"]:
+        name = figure["src"].removeprefix(site_url)
+        if width == PHONE["width"] and figure["textPx"] is not None and figure["textPx"] < LEGIBLE_TEXT_PX:
+            problems.append(f"{name}: its smallest text is {figure['textPx']:.1f} px on a phone")
+        if scheme == "dark" and "invert" not in figure["filter"]:
+            problems.append(f"{name}: a white box in the dark scheme (filter {figure['filter']!r})")
+    if width == PHONE["width"] and found["editors"] and min(found["editors"]) < 0.9 * found["column"]:
+        problems.append(f"notebook code is {min(found['editors']):.0f} px wide in a {found['column']:.0f} px column")
+    if path.startswith("zh-TW/"):
+        for table in found["tables"]:
+            english = [h for h in table["head"] if is_english(h) and h not in LATIN_HEADERS]
+            if english:
+                problems.append(f"English table headers on a zh-TW page: {english}")
+        for figure in found["figures"]:
+            served = figure["src"].removeprefix(site_url)
+            chinese = ROOT / "docs" / served.removeprefix("zh-TW/").replace(".png", ".zh-TW.png")
+            if not (served.startswith("zh-TW/figures/") and chinese.is_file()):
+                problems.append(f"{served}: an English figure on a zh-TW page")
+    return [f"/{path} ({scheme}, {width} px): {problem}" for problem in problems]
 
 
 # ---------------------------------------------------------------- the bare theme page
@@ -240,12 +346,21 @@ def bare(tmp_path_factory, chromium, axe_js):
 @pytest.mark.slow
 @pytest.mark.parametrize("path", site_pages() or ["(site not built)"])
 def test_no_page_has_more_axe_violations_than_the_bare_theme(site, bare, axe_js, path):
+    """axe-core, and the layout at 1280 and 390 px (see layout_problems), in both schemes."""
     baseline = bare("zh-TW" if path.startswith("zh-TW/") else "en")
-    found = site.chromium.call(lambda: audit_both_schemes(site.chromium.chromium, site.url + path, axe_js))
+    found, layouts = site.chromium.call(
+        lambda: audit_both_schemes(site.chromium.chromium, site.url + path, axe_js, measure=True)
+    )
     report = [
         describe(excess, baseline[scheme], f"/{path} ({scheme})")
         for scheme in SCHEMES
         if (excess := excess_violations(found[scheme], baseline[scheme]))
+    ]
+    report += [
+        problem
+        for scheme, by_width in layouts.items()
+        for width, measured in by_width.items()
+        for problem in layout_problems(measured, width, scheme, path, site.url)
     ]
     assert not report, "\n" + "\n".join(report)
 
@@ -468,3 +583,35 @@ def test_notebook_headings_get_the_anchors_their_table_of_contents_links_to():
     assert fixed.count("<p>text</p>") == len(headings) - 1
     # A TOC that does not list the same headings leaves the page as it was.
     assert mkdocs_hooks.match_notebook_heading_ids(html, get_toc(parser.toc_tokens[:0])) == html
+
+
+def test_layout_problems_name_each_fault_a_reader_would_see():
+    """Each layout check can fail, on measurements made up to show one fault each."""
+    site_url = "http://127.0.0.1:1/"
+    good = {"sideways": 0, "column": 390, "equations": [{"tex": "x", "width": 40}], "tables": [], "figures": []}
+    good["editors"] = [390]
+    assert layout_problems(good, 390, "dark", "flash/tiling/", site_url) == []
+    english_figure = {"src": site_url + "zh-TW/figures/flash/no_such_figure.png", "textPx": 5.0, "filter": "none"}
+    bad = {
+        "sideways": 19,
+        "column": 390,
+        "equations": [{"tex": "a = b", "width": 0}],
+        "tables": [{"head": ["naive_s", "時間"], "wide": True, "contained": False}],
+        "figures": [english_figure],
+        "editors": [170],
+    }
+    problems = "\n".join(layout_problems(bad, 390, "dark", "zh-TW/flash/tiling/", site_url))
+    for fault in (
+        "scrolls sideways by 19 px",
+        "display math 'a = b' is 0 px wide",
+        "a wide table is in no scroll box",
+        "smallest text is 5.0 px on a phone",
+        "a white box in the dark scheme",
+        "notebook code is 170 px wide",
+        "English table headers on a zh-TW page: ['naive_s']",
+        "an English figure on a zh-TW page",
+    ):
+        assert fault in problems, fault
+    # The same page at the desktop width, in the light scheme: the phone- and dark-only checks stay quiet.
+    desktop = "\n".join(layout_problems(bad, 1280, "light", "flash/tiling/", site_url))
+    assert "on a phone" not in desktop and "dark scheme" not in desktop and "notebook code" not in desktop

@@ -184,28 +184,9 @@ def phone(browser, site_url):
     context.close()
 
 
-@pytest.mark.parametrize("path", pages_containing('<div class="arithmatex">') or ["(site not built)"])
-def test_display_math_is_visible_on_a_phone(phone, site_url, path):
-    phone.goto(site_url + path, wait_until="load")
-    phone.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
-    phone.evaluate("() => MathJax.startup.promise")
-    phone.wait_for_function(
-        "() => [...document.querySelectorAll('div.arithmatex')].every(e => e.querySelector('mjx-container svg'))"
-    )
-    boxes = phone.eval_on_selector_all(
-        "div.arithmatex",
-        """els => els.map(e => ({
-            tex: e.textContent.slice(0, 60),
-            svg: e.querySelector('mjx-container svg').getBoundingClientRect().width,
-            right: e.getBoundingClientRect().right,
-        }))""",
-    )
-    assert boxes, f"{path}: no display math found"
-    for box in boxes:
-        # An equation shrunk to a pixel is a blank gap; even "x = 1" is wider than 20 px.
-        assert box["svg"] > 20, f"{path}: display math rendered {box['svg']:.0f} px wide: {box['tex']!r}"
-        # A wide equation scrolls inside its own box instead of widening the page.
-        assert box["right"] <= PHONE["width"] + 1, f"{path}: display math overflows the screen: {box['tex']!r}"
+# Display math on a phone, sideways scrolling, wide tables, figures and notebook cells at 390 px:
+# tests/test_accessibility.py measures them on every page it audits (layout_problems), both
+# languages, light and dark, 1280 and 390 px, without loading the pages again.
 
 
 # What the copy button of every code block copies, read as Material's clipboard does: the
