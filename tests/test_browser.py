@@ -175,8 +175,8 @@ def pages_containing(marker: str) -> list[str]:
 
 @pytest.fixture
 def phone(browser, site_url):
-    """A page in a 390 px wide viewport: the width of a common phone."""
-    context = browser.new_context(viewport=PHONE)
+    """A page in a 390 px wide viewport with a touch screen: a common phone."""
+    context = browser.new_context(viewport=PHONE, has_touch=True, is_mobile=True)
     context.route(re.compile(r"^(?!" + re.escape(site_url) + ")https?://"), answer_offline)
     page = context.new_page()
     page.set_default_timeout(60_000)
@@ -187,6 +187,67 @@ def phone(browser, site_url):
 # Display math on a phone, sideways scrolling, wide tables, figures and notebook cells at 390 px:
 # tests/test_accessibility.py measures them on every page it audits (layout_problems), both
 # languages, light and dark, 1280 and 390 px, without loading the pages again.
+
+
+@pytest.mark.parametrize("lang", ["", "zh-TW/"])
+def test_a_tap_on_a_glossary_term_shows_its_definition(phone, site_url, lang):
+    """A finger cannot hover over a term's title: the first tap shows it, the second opens the glossary."""
+    start = site_url + lang + "kvcache/kv-cache/"
+    phone.goto(start, wait_until="load")
+    term = phone.locator("article a.glossary-term").first
+    definition, target = term.get_attribute("title"), term.evaluate("a => a.href")
+    term.tap()
+    tip = phone.locator("#inferlab-term-tip")
+    tip.wait_for(state="visible")
+    assert phone.url == start, "the first tap left the page"
+    assert definition in tip.inner_text()
+    box = tip.bounding_box()
+    assert box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"], f"the definition leaves the screen: {box}"
+    phone.locator("article h1").first.tap()  # a tap elsewhere closes it
+    tip.wait_for(state="detached")
+    term.tap()
+    tip.wait_for(state="visible")
+    term.tap()  # the second tap on the same term follows the link
+    phone.wait_for_url(target)
+
+
+def heading_ids(path: str) -> list[str]:
+    """Return the ids of a built page's headings, in order (the reference for the language switch)."""
+    html = (SITE / path / "index.html").read_text(encoding="utf-8")
+    article = html[html.index("<article") : html.index("</article>")]
+    return re.findall(r'<h[1-6][^>]*\sid="([^"]+)"', article)
+
+
+@pytest.mark.parametrize(
+    "start, other",
+    [("kvcache/kv-cache/", "zh-TW/kvcache/kv-cache/"), ("zh-TW/paged/invalidation/", "paged/invalidation/")],
+)
+def test_language_switch_keeps_the_section(page, site_url, start, other):
+    """Both languages have the same headings in the same order: the third one leads to the third one."""
+    ours, theirs = heading_ids(start), heading_ids(other)
+    assert len(ours) == len(theirs) >= 3
+    page.goto(f"{site_url}{start}#{ours[2]}")
+    language = "en" if other.startswith("paged") else "zh-TW"
+    page.click(".md-select button")
+    page.click(f"a.md-select__link[hreflang='{language}']")
+    page.wait_for_url(f"{site_url}{other}#{theirs[2]}")
+
+
+@pytest.mark.parametrize("lang", ["", "zh-TW/"])
+def test_speedup_chart_has_axes_gamma_labels_and_a_legend(phone, site_url, lang):
+    phone.goto(site_url + lang + "speculative/speedup/", wait_until="load")
+    chart = phone.locator(".calc[data-calc='speculative-speedup'] svg.calc__chart")
+    chart.wait_for()
+    texts = chart.locator("text").evaluate_all("els => els.map(e => e.textContent)")  # SVG: no innerText
+    gamma = int(phone.locator(".calc input[name=gamma]").input_value())
+    shown = [int(t) for t in texts if t.isdigit()]
+    assert shown[0] == 1 and gamma in shown and max(shown) == max(10, gamma), f"γ labels {shown}"
+    assert any(t.endswith("×") for t in texts), f"no speed-up ticks in {texts}"
+    titles = chart.locator(".calc__axis-title").evaluate_all("els => els.map(e => e.textContent)")
+    assert len(titles) == 2 and all(titles), titles
+    assert chart.locator(".calc__legend").count() == 2 and chart.locator(".calc__axis").count() == 2
+    box = chart.bounding_box()
+    assert box["width"] <= PHONE["width"], f"the chart is wider than the phone: {box}"
 
 
 # What the copy button of every code block copies, read as Material's clipboard does: the

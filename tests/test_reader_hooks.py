@@ -215,7 +215,32 @@ def test_jieba_keeps_glossary_terms_whole():
     assert "推測解碼" in list(jieba.cut("什麼是推測解碼"))
 
 
-# ---- issue 16: figures on a phone ----------------------------------------------------------
+# ---- issue 16: a guide's Colab button, figures on a phone, edit links and dates ----------------
+
+
+def lab_snippet() -> tuple[str, str]:
+    """Return (a snippet some lab runs, that lab)."""
+    labs = reader_hooks.lab_of_snippet()
+    assert labs, "no lab includes a snippet"
+    return next(iter(sorted(labs.items())))
+
+
+@pytest.mark.parametrize("language, suffix", [("en", ""), ("zh-TW", ".zh-TW")])
+def test_a_guide_with_a_labs_snippet_gets_an_open_in_colab_button(language, suffix):
+    snippet, lab = lab_snippet()
+    url = "zh-TW/guide/" if language == "zh-TW" else "guide/"
+    page = fake_page(f"guide{suffix}.md", url)
+    rendered = render(f'# A guide\n\nSome prose.\n\n```python\n--8<-- "{snippet}"\n```\n', page)
+    button = re.search(r'<p class="inferlab-colab"><a class="md-button[^"]*" href="([^"]+)">', rendered)
+    assert button, rendered[:500]
+    assert (
+        button.group(1)
+        == f"https://colab.research.google.com/github/inferlab/llm-fast-inference/blob/main/docs/labs/{lab}{suffix}.ipynb"
+    )
+    assert rendered.index("</h1>") < button.start(), "the button goes under the title"
+    # A guide whose code no lab runs (package excerpts only) gets none.
+    plain = render('# A guide\n\n```python\n--8<-- "inferlab/decoding/sampling.py"\n```\n', fake_page("g.md", "g/"))
+    assert "inferlab-colab" not in plain
 
 
 def test_a_figure_gets_the_width_its_smallest_text_needs_and_a_scroll_box(tmp_path):
@@ -248,3 +273,72 @@ def test_a_figure_gets_the_width_its_smallest_text_needs_and_a_scroll_box(tmp_pa
         '<li>see <img src="../../../figures/t/wide.png"></li>', fake_page("t/page.zh-TW.md", "zh-TW/t/page/"), config
     )
     assert '<span class="inferlab-figure"><img src=' in inline and "min-width" in inline
+
+
+def git(folder: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(folder), *args], check=True, capture_output=True, text=True).stdout
+
+
+def dates_config(docs: Path):
+    plugin = SimpleNamespace(config={"enabled": True})
+    return {"docs_dir": str(docs), "plugins": {reader_hooks.GIT_DATES_PLUGIN: plugin}}, plugin
+
+
+def test_dates_are_turned_off_in_a_shallow_clone_or_outside_git(tmp_path):
+    """A shallow clone would date every page with its one commit; a folder outside git has no dates."""
+    source = tmp_path / "source"
+    (source / "docs").mkdir(parents=True)
+    git(source, "init", "-q")
+    for number in range(2):
+        (source / "docs" / "page.md").write_text(f"# Page {number}\n")
+        git(source, "add", ".")
+        git(source, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", f"commit {number}")
+    full, plugin = dates_config(source / "docs")
+    reader_hooks.without_dates_unless_full_history(full)
+    assert plugin.config["enabled"] is True
+    subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{source}", str(tmp_path / "shallow")], check=True)
+    shallow, plugin = dates_config(tmp_path / "shallow" / "docs")
+    reader_hooks.without_dates_unless_full_history(shallow)
+    assert plugin.config["enabled"] is False
+    (tmp_path / "plain" / "docs").mkdir(parents=True)
+    outside, plugin = dates_config(tmp_path / "plain" / "docs")
+    reader_hooks.without_dates_unless_full_history(outside)
+    assert plugin.config["enabled"] is False
+
+
+def built(path: str) -> str:
+    page = ROOT / "site" / path / "index.html"
+    if not page.is_file():
+        pytest.skip("the site is not built (nox -s docs)")
+    return page.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    "path, source", [("kvcache/kv-cache/", "kv-cache.md"), ("zh-TW/kvcache/kv-cache/", "kv-cache.zh-TW.md")]
+)
+def test_a_page_links_to_editing_its_own_source(path, source):
+    assert f'href="https://github.com/inferlab/llm-fast-inference/edit/main/docs/kvcache/{source}"' in built(path)
+
+
+def test_a_lab_page_edits_its_notebook_source_not_the_generated_notebook():
+    page = built("zh-TW/labs/decoding/")
+    assert 'href="https://github.com/inferlab/llm-fast-inference/edit/main/notebooks/decoding.zh-TW.py"' in page
+    assert "edit/main/docs/labs/" not in page
+
+
+def test_a_page_shows_the_date_of_its_last_commit():
+    """The reference is git's own log for the file; only a checkout with its whole history has dates."""
+    if reader_hooks.full_git_history(ROOT / "docs"):
+        pytest.skip("not a full git checkout: the build shows no dates")
+    import datetime
+
+    page = built("kvcache/kv-cache/")
+    stamp = git(ROOT, "log", "-1", "--format=%at", "--", "docs/kvcache/kv-cache.md").strip()
+    day = datetime.datetime.fromtimestamp(int(stamp), datetime.timezone.utc)
+    shown = re.search(r'git-revision-date-localized-plugin-date"[^>]*>([^<]+)<', page)
+    assert shown, "no last-update date on the page"
+    assert shown.group(1) == f"{day:%B} {day.day}, {day.year}"
+    chinese = re.search(r'git-revision-date-localized-plugin-date"[^>]*>([^<]+)<', built("zh-TW/kvcache/kv-cache/"))
+    stamp = git(ROOT, "log", "-1", "--format=%at", "--", "docs/kvcache/kv-cache.zh-TW.md").strip()
+    day = datetime.datetime.fromtimestamp(int(stamp), datetime.timezone.utc)
+    assert chinese and chinese.group(1) == f"{day.year}年{day.month}月{day.day}日"

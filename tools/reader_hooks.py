@@ -24,16 +24,19 @@ from __future__ import annotations
 import functools
 import html
 import json
+import logging
 import math
 import posixpath
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 from mkdocs.exceptions import PluginError
 from mkdocs.plugins import event_priority
 
 ROOT = Path(__file__).resolve().parent.parent
+log = logging.getLogger(f"mkdocs.hooks.{Path(__file__).stem}")
 # The folders pymdownx.snippets searches, in mkdocs.yml's order: a target resolves to the first hit.
 INCLUDE_BASES = ("code", "snippets", ".")
 ZH = "zh-TW"
@@ -348,9 +351,19 @@ def legible_figures(html_text: str, page, config) -> str:
     return FIGURE_IMG.sub(wrap, html_text)
 
 
+def notebook_edit_url(page, config) -> str | None:
+    """Return where to edit a lab notebook: its source under notebooks/, not the generated .ipynb."""
+    repo_url = config.get("repo_url")
+    if not repo_url:
+        return None
+    source = Path(page.file.src_uri).name.removesuffix(".ipynb") + ".py"  # decoding.zh-TW.ipynb -> .zh-TW.py
+    return f"{repo_url.rstrip('/')}/edit/main/notebooks/{source}"
+
+
 def on_page_content(html_text: str, page, config, files) -> str:
     """Caption each marked code block; point a snippet excerpt's copy button at the whole file."""
     if page.file.src_uri.endswith(".ipynb"):
+        page.edit_url = notebook_edit_url(page, config)  # tools/notebooks.py builds the .ipynb
         return html_text
     html_text = legible_figures(html_text, page, config)
     language = page_language(page)
@@ -365,7 +378,45 @@ def on_page_content(html_text: str, page, config, files) -> str:
         caption, whole = snippet_caption(target, page, config, language)
         return f'{caption}<div class="{classes} inferlab-snippet" data-copy="{html.escape(whole, quote=True)}"'
 
+    html_text = with_colab_button(html_text, page, config, language)
     return MARKED_BLOCK.sub(label, html_text)
+
+
+# ---- a guide's "Open in Colab" button ---------------------------------------------------------
+
+COLAB_BUTTON = {
+    "en": ("Open in Colab", "Run this page's code in Colab: the {lab} lab runs its snippets."),
+    ZH: ("在 Colab 開啟", "在 Colab 執行本頁的程式碼：{lab}實作筆記本會執行本頁的程式片段。"),
+}
+PAGE_TITLE = re.compile(r"(<h1\b[^>]*>.*?</h1>)", re.DOTALL)
+
+
+def page_lab(html_text: str) -> str | None:
+    """Return the lab that runs most of the snippets a page includes (the first such, on a tie)."""
+    labs = [
+        lab_of_snippet().get(resolve_include(target.split(":", 1)[0]).relative_to("snippets").as_posix())
+        for kind, target in re.findall(r"<!-- inferlab-include (snippet|whole) (\S+) -->", html_text)
+        if kind == "snippet"
+    ]
+    labs = [lab for lab in labs if lab]
+    return max(dict.fromkeys(labs), key=labs.count) if labs else None
+
+
+def with_colab_button(html_text: str, page, config, language: str) -> str:
+    """Put an "Open in Colab" button under the title of a guide whose snippets a lab runs."""
+    lab = page_lab(html_text)
+    if lab is None or not config.get("repo_url"):
+        return html_text
+    lab_file = f"{lab}.{ZH}.ipynb" if language == ZH else f"{lab}.ipynb"
+    label, note = COLAB_BUTTON[language]
+    note = note.format(lab=LAB_NAMES[language].get(lab, lab))
+    button = (
+        f'<p class="inferlab-colab"><a class="md-button inferlab-colab__button" '
+        f'href="{colab_url(config["repo_url"], lab_file)}">{label}</a> <span>{html.escape(note)}</span></p>'
+    )
+    if PAGE_TITLE.search(html_text):
+        return PAGE_TITLE.sub(lambda m: m.group(1) + button, html_text, count=1)
+    return button + html_text
 
 
 def on_post_page(output: str, page, config) -> str:
@@ -430,9 +481,48 @@ def notebook_math_as_arithmatex() -> None:
     IPythonRenderer.latex_environment = latex_environment
 
 
+GIT_DATES_PLUGIN = "git-revision-date-localized"
+
+
+def full_git_history(folder: Path) -> str | None:
+    """Return None when folder is in a git checkout with its whole history, else why it is not."""
+    try:
+        result = subprocess.run(
+            ["git", "-C", str(folder), "rev-parse", "--is-shallow-repository"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.SubprocessError) as error:
+        return f"git cannot run ({error})"
+    if result.returncode != 0:
+        return "not a git checkout"
+    if result.stdout.strip() != "false":
+        return "a shallow clone (its history stops at the last commit)"
+    return None
+
+
+def without_dates_unless_full_history(config) -> None:
+    """Turn the "last updated" dates off where git cannot give them; the build stays warning-free.
+
+    A page's date is its last commit's. A shallow clone (CI's default checkout) knows one commit,
+    so every page would show that commit's date, and the plugin warns (which fails --strict); a
+    folder that is no checkout has no dates at all. Either way the pages are built without dates.
+    """
+    plugin = (config.get("plugins") or {}).get(GIT_DATES_PLUGIN)
+    if plugin is None or not plugin.config.get("enabled", True):
+        return
+    reason = full_git_history(Path(config["docs_dir"]))
+    if reason:
+        plugin.config["enabled"] = False
+        log.info(f"{GIT_DATES_PLUGIN}: no 'last updated' dates, because this is {reason}")
+
+
+@event_priority(100)  # before the dates plugin reads its configuration
 def on_config(config):
     """Render notebook math like the pages' math; teach jieba the glossary's terms for the index."""
     notebook_math_as_arithmatex()
+    without_dates_unless_full_history(config)
     try:
         import jieba
     except ImportError:  # without jieba, Material's search does not cut Chinese text at all

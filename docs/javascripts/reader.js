@@ -62,3 +62,95 @@
   if (typeof document$ !== "undefined") document$.subscribe(afterTypesetting);
   else window.addEventListener("load", afterTypesetting);
 })();
+
+// Glossary terms on a touch screen. A term's first use on a page links to its glossary row, and
+// the link's title shows the definition when a mouse rests on it; a finger cannot hover. On a
+// touch screen the first tap on a term shows the definition in a box under it, with a link to the
+// glossary; a second tap on the term (or the link) opens the glossary; a tap elsewhere, or Escape,
+// closes the box.
+(function () {
+  "use strict";
+
+  const MORE = { en: "In the glossary", "zh-TW": "查看術語表" };
+  let pointer = "mouse"; // the kind of pointer that started the last click
+  let open = null; // { term, box } while a definition is shown
+
+  function close() {
+    if (!open) return;
+    open.box.remove();
+    open.term.removeAttribute("aria-describedby");
+    open = null;
+  }
+
+  function show(term) {
+    close();
+    const language = (document.documentElement.lang || "en").toLowerCase().startsWith("zh") ? "zh-TW" : "en";
+    const box = document.createElement("div");
+    box.className = "inferlab-term-tip";
+    box.id = "inferlab-term-tip";
+    box.setAttribute("role", "tooltip");
+    const definition = document.createElement("span");
+    definition.textContent = term.getAttribute("title") || "";
+    const more = document.createElement("a");
+    more.href = term.href;
+    more.textContent = MORE[language];
+    box.append(definition, " ", more);
+    document.body.append(box);
+    // Under the term, inside the screen.
+    const place = term.getBoundingClientRect();
+    const left = Math.max(8, Math.min(place.left, document.documentElement.clientWidth - box.offsetWidth - 8));
+    box.style.left = `${left + window.scrollX}px`;
+    box.style.top = `${place.bottom + window.scrollY + 6}px`;
+    term.setAttribute("aria-describedby", box.id);
+    open = { term, box };
+  }
+
+  document.addEventListener("pointerdown", (event) => (pointer = event.pointerType), true);
+  document.addEventListener("keydown", (event) => event.key === "Escape" && close());
+  document.addEventListener("click", (event) => {
+    const term = event.target.closest ? event.target.closest("a.glossary-term") : null;
+    if (open && open.box.contains(event.target)) return; // the box's own link
+    if (!term || pointer !== "touch") return close();
+    if (open && open.term === term) return; // the second tap follows the link
+    event.preventDefault();
+    show(term);
+  });
+})();
+
+// The language switch keeps the reader's place. Material's language menu leads to the top of the
+// same page in the other language. When the address names a section (#...), the same section is
+// looked up on the other page: by the same id where it has one (the glossary's rows), or else as
+// the heading at the same position (both languages have the same headings, in the same order: a
+// test checks). Without a section, or if the other page cannot be read, the link works as before.
+(function () {
+  "use strict";
+
+  const HEADINGS = "article h1[id], article h2[id], article h3[id], article h4[id], article h5[id], article h6[id]";
+
+  async function twinAnchor(url, id) {
+    const response = await fetch(url);
+    if (!response.ok) return "";
+    const twin = new DOMParser().parseFromString(await response.text(), "text/html");
+    if (twin.getElementById(id)) return id;
+    const position = [...document.querySelectorAll(HEADINGS)].findIndex((heading) => heading.id === id);
+    const theirs = [...twin.querySelectorAll(HEADINGS)];
+    return position >= 0 && position < theirs.length ? theirs[position].id : "";
+  }
+
+  document.addEventListener(
+    "click",
+    async (event) => {
+      const link = event.target.closest ? event.target.closest("a.md-select__link[hreflang]") : null;
+      if (!link || !location.hash || event.ctrlKey || event.metaKey || event.shiftKey) return;
+      event.preventDefault();
+      const target = new URL(link.href, location.href);
+      try {
+        target.hash = await twinAnchor(target.href, decodeURIComponent(location.hash.slice(1)));
+      } catch (error) {
+        target.hash = "";
+      }
+      location.href = target.href;
+    },
+    true,
+  );
+})();
