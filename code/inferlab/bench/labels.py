@@ -621,3 +621,82 @@ COLUMNS.update(
         "comes out": ("comes out: kept + rejected × residual", "輸出：保留 + 拒絕 × 殘差"),
     }
 )
+
+
+# ---- diagrams: every other guide page (issue 17; the loop, the filters, weight reuse, tokens per round,
+# prompt lookup, the merged tree, standard attention's passes, traffic by tensor, the Triton grid,
+# one space, and the offloading step worked by hand) ----
+KEPT_IN_LATIN = KEPT_IN_LATIN | {"PCIe"}  # an acronym with a small letter: the host link, as the pages write it
+FIGURE_TEXT.update(
+    {
+        # decoding: the generation loop, and the filters on one small distribution
+        "the input so far": "目前的輸入",
+        "p(next token | input)": "p(下一個詞元 | 輸入)",
+        "orange: the token appended": "橙色：接上的詞元",
+        "as the model gives it": "模型原本的分布",
+        "temperature τ = 0.5": "溫度 τ = 0.5",
+        "pale: ruled out (probability 0)": "淡色：被排除（機率 0）",
+        # kvcache: one weight matrix in prefill and in decode
+        "prefill: the prompt in one call": "預填：整段提示一次呼叫",
+        "decode: one token per call": "解碼：每次呼叫一個詞元",
+        # speculative: tokens per round, prompt lookup, SpecInfer's merged tree
+        "sum": "總和",
+        "the target's own token: 1": "目標模型自己的詞元：1",
+        r"draft $j$: counts with chance $\alpha^j$": r"第 $j$ 個草稿：以 $\alpha^j$ 的機率算數",
+        "draft for the next tokens:": "接下來幾個詞元的草稿：",
+        "their latest earlier occurrence": "它們在前面最近一次出現的位置",
+        "what followed it: copied": "接在後面的詞元：複製過來",
+        "shared by several models (numbers below)": "多個模型共用（編號見下方）",
+        # flash: standard attention's passes, traffic by tensor, the Triton grid
+        "read from HBM": "從 HBM 讀取",
+        "on chip": "在晶片上",
+        "written to HBM": "寫回 HBM",
+        "hatched: rows past N, masked": "斜線：超過 N 的列，被遮罩",
+        # paged: one space, tokenized
+        "as written": "原本的文字",
+        "one space added before line 2": "在第 2 行前面加一個空格",
+        "same name": "名稱相同",
+        "new name": "新的名稱",
+        "not full": "未滿",
+        "under each block: its name (hash)": "每個區塊下方：它的名稱（雜湊）",
+    }
+)
+PATTERNS += [
+    (re.compile(pattern, re.DOTALL), template)
+    for pattern, template in [
+        (r"call (\d+)", "第 {0} 次呼叫"),
+        (r"\$W\$: (\d+) bytes, read once", "$W$：{0} 位元組，只讀一次"),
+        (r"(\d+) FLOPs", "{0} 次浮點運算"),
+        (r"([\d.]+) FLOPs per byte", "每位元組 {0} 次浮點運算"),
+        (r"fp32 weights \((\d+) bytes each\); orange: tokens fed", "fp32 權重（每個 {0} 位元組）；橙色：輸入的詞元"),
+        (r"limit 1/\(1 − α\) = ([\d.]+)", "上限 1/(1 − α) = {0}"),
+        (r"the last (\d+) tokens", "最後 {0} 個詞元"),
+        (r"model (\d+)", "模型 {0}"),
+        (r"merged: (\d+) nodes for (\d+) proposed tokens", "合併後：{1} 個提出的詞元只需 {0} 個節點"),
+        (r"N = (\d+), d = (\d+): (\d+) elements moved", "N = {0}，d = {1}：共搬運 {2} 個元素"),
+        (r"N = (\d+), d = (\d+), tiles of (\d+) rows", "N = {0}，d = {1}，每個區塊 {2} 列"),
+        (r"standard attention: (\d+) in all", "標準注意力：共 {0}"),
+        (r"tiled forward: (\d+) in all", "分塊前向傳播：共 {0}"),
+        (r"\((\d+), (\d+)\)\nrows (\d+)–(\d+)", "({0}, {1})\n第 {2}–{3} 列"),
+        (r"N = (\d+), BLOCK_Q = (\d+): labels are", "N = {0}，BLOCK_Q = {1}：標籤是"),
+        (r"head (\d+)", "注意力頭 {0}"),
+        (r"blocks of (\d+) tokens; · a space, ↵ a newline", "每個區塊 {0} 個詞元；· 是空格，↵ 是換行"),
+    ]
+]
+COLUMNS.update(
+    {
+        # paged_worked_offload: one decoding step with part of the weights offloaded, by hand
+        "part": ("part of the weights", "權重的哪一部分"),
+        "GB": ("size (GB)", "大小（GB）"),
+        "bandwidth GB/s": ("read at (GB/s)", "讀取頻寬（GB/s）"),
+        "read ms": ("read (ms)", "讀取（毫秒）"),
+        "arithmetic ms": ("arithmetic (ms)", "計算（毫秒）"),
+        "time ms": ("time: the longer (ms)", "時間：取較長者（毫秒）"),
+    }
+)
+CELLS.update(
+    {
+        "resident on the GPU": ("resident on the GPU", "留在 GPU 上"),
+        "streamed over PCIe": ("streamed over PCIe", "經 PCIe 串流傳入"),
+    }
+)

@@ -14,9 +14,17 @@ from __future__ import annotations
 
 import math
 
+import torch
+
 from inferlab.decoding.examples import GREEDY_PAGE_LENGTH, NEXT, START, TOKENS, VITERBI_PAGE_LENGTH, page_model
-from inferlab.decoding.search import greedy_decode, map_decode_bruteforce, token_logprobs, viterbi
-from inferlab.diagrams.style import BLUE, BLUE_FILL, CODE, FONT, GREY, INK, ORANGE, PALE, SMALL, box, new_figure
+from inferlab.decoding.search import (
+    greedy_decode,
+    map_decode_bruteforce,
+    next_token_logprobs,
+    token_logprobs,
+    viterbi,
+)
+from inferlab.diagrams.style import BLUE, BLUE_FILL, CODE, FONT, GREY, INK, ORANGE, PALE, SMALL, arrow, box, new_figure
 
 WORKED_VITERBI_LENGTH = 3  # the page works steps 1 to 3 by hand; row 4 is the reader's to check
 
@@ -249,3 +257,110 @@ def viterbi_by_hand(length: int = WORKED_VITERBI_LENGTH) -> dict:
 
 
 WORKED = {"decoding_worked_viterbi": viterbi_by_hand}
+
+
+# ------------------------------------------------------------------ more guide pages (issue 17): the loop, the filters
+
+LOOP_TOKENS = [1, 1, 2]  # Y Y Z: three calls of the model, three factors of the chain rule
+
+
+def loop_values(tokens: list[int] = LOOP_TOKENS) -> dict:
+    """Return each call of the generation loop over ``tokens``: its input, p(next | input) and the token appended.
+
+    The distributions come from calling the site's model the way a generation loop does, one call
+    per token on everything written so far (``next_token_logprobs``), not from its tables directly.
+    """
+    model = page_model()
+    steps, product = [], 1.0
+    for t in range(len(tokens)):
+        ids = torch.tensor([[model.bos_id, *tokens[:t]]])  # the start symbol, then what is written so far
+        probs = next_token_logprobs(model, ids)[0].exp().tolist()
+        product *= probs[tokens[t]]
+        steps.append({"input": ["start"] + [TOKENS[x] for x in tokens[:t]], "probs": probs, "chosen": tokens[t]})
+    return {"steps": steps, "sequence": sequence_name(tokens), "p": product}
+
+
+def autoregressive_loop():
+    """Return three calls of the loop: the input so far, the next-token distribution, the token appended."""
+    values = loop_values()
+    steps = values["steps"]
+    fig, ax = new_figure(5.2, 5.9, (0, 10.4), (-1.5, 10.3))
+    bar_left, bar_width, bar_gap, bar_height = 5.5, 1.0, 0.45, 1.6  # three bars; height 1.6 is probability 1
+    ax.text(0.2, 9.95, "the input so far", fontsize=SMALL, color=GREY, va="center")
+    ax.text(bar_left, 9.95, "p(next token | input)", fontsize=SMALL, color=GREY, va="center")
+    factors = []
+    for t, step in enumerate(steps):
+        base = 7.0 - 3.0 * t  # the bars' baseline of this call
+        middle = base + 0.8
+        ax.text(0.2, base + 2.05, f"call {t + 1}", fontsize=FONT, weight="bold", va="center")
+        for j, token in enumerate(step["input"]):  # the start symbol, then the tokens appended so far
+            x, width = (0.2, 1.5) if j == 0 else (1.85 + 1.0 * (j - 1), 0.85)
+            box(ax, x, middle - 0.4, width, 0.8, "white" if j == 0 else BLUE_FILL)
+            ax.text(x + width / 2, middle, token, fontsize=FONT, family=None if j == 0 else CODE,
+                    ha="center", va="center")  # fmt: skip
+        arrow(ax, (4.8, middle), (bar_left - 0.2, middle), color=GREY, width=2.0)
+        for v, p in enumerate(step["probs"]):
+            x = bar_left + v * (bar_width + bar_gap)
+            chosen = v == step["chosen"]
+            patch = box(ax, x, base, bar_width, max(p * bar_height, 0.02), ORANGE if chosen else PALE,
+                        ORANGE if chosen else GREY)  # fmt: skip
+            patch.set_gid(f"bar:{t + 1}:{TOKENS[v]}:{'chosen' if chosen else 'other'}")
+            ax.text(x + bar_width / 2, base + p * bar_height + 0.22, number(p), fontsize=SMALL,
+                    ha="center", va="center", gid=f"p:{t + 1}:{TOKENS[v]}")  # fmt: skip
+            ax.text(x + bar_width / 2, base - 0.3, TOKENS[v], fontsize=FONT, family=CODE, ha="center", va="center",
+                    weight="bold" if chosen else "normal")  # fmt: skip
+        factors.append(number(step["probs"][step["chosen"]]))
+    product = " × ".join(factors)
+    ax.text(0.2, -0.45, f"p({values['sequence']}) = {product}", fontsize=FONT, va="center", gid="product")
+    ax.text(0.2, -1.15, f"= {number(values['p'])}", fontsize=FONT, va="center", gid="p:sequence")
+    ax.text(10.2, -1.15, "orange: the token appended", fontsize=SMALL, ha="right", va="center")
+    return fig
+
+
+FILTER_TOKENS = ["a", "b", "c", "d", "e"]
+FILTER_PROBS = [0.42, 0.25, 0.15, 0.1, 0.08]  # this diagram's own next-token distribution
+FILTER_SETTINGS = (  # (panel title, filter): each panel reshapes the same logits with the package's filter
+    ("as the model gives it", None),
+    ("temperature τ = 0.5", ("temperature", 0.5)),
+    ("top-k, k = 2", ("top_k", 2)),
+    ("top-p, p = 0.7", ("top_p", 0.7)),
+)
+
+
+def filtered(setting: tuple[str, float] | None, probs: list[float] = FILTER_PROBS) -> list[float]:
+    """Return the distribution after one of the package's filters (None: unfiltered), as the softmax of its logits."""
+    from inferlab.decoding.sampling import apply_temperature, top_k_filter, top_p_filter
+
+    logits = torch.tensor(probs, dtype=torch.float64).log()
+    if setting is not None:
+        name, value = setting
+        apply = {"temperature": apply_temperature, "top_k": top_k_filter, "top_p": top_p_filter}[name]
+        logits = apply(logits, value)
+    return logits.softmax(-1).tolist()
+
+
+def sampling_filters():
+    """Return one small distribution four ways: unfiltered, sharpened by temperature, cut by top-k and by top-p."""
+    fig, ax = new_figure(5.2, 5.4, (0, 10.4), (-0.6, 10.2))
+    bar_width, bar_gap, bar_height = 0.62, 0.22, 3.0  # bar height 3.0 is probability 1
+    for panel, (title, setting) in enumerate(FILTER_SETTINGS):
+        left = 0.2 + 5.1 * (panel % 2)
+        base = 6.2 - 5.0 * (panel // 2)
+        name = setting[0] if setting else "none"
+        ax.text(left, base + 3.35, title, fontsize=FONT, weight="bold", va="center")
+        for v, p in enumerate(filtered(setting)):
+            x = left + v * (bar_width + bar_gap)
+            kept = p > 0
+            if kept:
+                box(ax, x, base, bar_width, p * bar_height, BLUE_FILL, BLUE).set_gid(f"bar:{name}:{FILTER_TOKENS[v]}")
+            else:  # ruled out: the filter set its logit to -inf, so the softmax gives it exactly 0
+                box(ax, x, base, bar_width, 0.12, "white", PALE).set_gid(f"cut:{name}:{FILTER_TOKENS[v]}")
+            ax.text(x + bar_width / 2, base + p * bar_height + 0.28, f"{p:.2f}", fontsize=SMALL, rotation=90,
+                    ha="center", va="bottom", color=INK if kept else GREY, gid=f"p:{name}:{FILTER_TOKENS[v]}")  # fmt: skip
+            ax.text(x + bar_width / 2, base - 0.35, FILTER_TOKENS[v], fontsize=FONT, family=CODE,
+                    ha="center", va="center")  # fmt: skip
+    ax.text(0.3, -0.35, "pale: ruled out (probability 0)", fontsize=SMALL, va="center", color=GREY)
+    return fig
+
+
+DIAGRAMS.update({"autoregressive_loop": autoregressive_loop, "sampling_filters": sampling_filters})
