@@ -243,3 +243,64 @@ def cache_size_by_hand(
 
 
 WORKED = {"kvcache_worked_size": cache_size_by_hand}
+
+
+# ------------------------------------------------------------------ prefill against decode: how often a weight is used
+
+REUSE_WIDTH = 8  # a small linear layer, REUSE_WIDTH x REUSE_WIDTH weights
+REUSE_PROMPT = 6  # prefill feeds the prompt's 6 tokens at once; decode feeds 1
+REUSE_DTYPE = torch.float32
+
+
+def weight_reuse(tokens: int, width: int = REUSE_WIDTH, dtype: torch.dtype = REUSE_DTYPE) -> dict:
+    """Return one linear layer applied to ``tokens`` tokens at once: weight bytes read, FLOPs, FLOPs per byte.
+
+    The FLOPs are counted by PyTorch's own FLOP counter on the real matrix product, not typed in.
+    """
+    from torch.utils.flop_counter import FlopCounterMode
+
+    weight = torch.zeros(width, width, dtype=dtype)
+    x = torch.zeros(tokens, width, dtype=dtype)
+    with FlopCounterMode(display=False) as counter:
+        torch.nn.functional.linear(x, weight)
+    weight_bytes = weight.numel() * weight.element_size()  # each weight read from memory once per call
+    flops = counter.get_total_flops()
+    return {"tokens": tokens, "weight_bytes": weight_bytes, "flops": flops, "flops_per_byte": flops / weight_bytes}
+
+
+def prefill_vs_decode():
+    """Return one weight matrix used by a whole prompt in one call (prefill) and by one token (decode)."""
+    fig, ax = new_figure(5.4, 5.0, (0, 10.8), (-0.4, 9.6))
+    row, width = 0.32, 1.3  # one token's row; the matrices' width
+    panels = (("prefill: the prompt in one call", REUSE_PROMPT, 8.9), ("decode: one token per call", 1, 3.9))
+    for title, tokens, top in panels:
+        values = weight_reuse(tokens)
+        ax.text(0.2, top, title, fontsize=FONT, weight="bold", va="center")
+        mid = top - 1.55  # the matrices' vertical centre
+        first = mid + tokens * row / 2  # the top of the token rows
+        name = "prefill" if tokens > 1 else "decode"
+        for i in range(tokens):  # the input rows (one per token) and the output rows
+            for left, face, side in ((0.2, ORANGE_FILL, "in"), (4.6, BLUE_FILL, "out")):
+                patch = box(ax, left, first - (i + 1) * row + 0.03, width, row - 0.06, face)
+                patch.set_gid(f"{side}:{name}:{i + 1}")
+        side = 1.7  # the weight matrix, the same in both panels
+        box(ax, 2.1, mid - side / 2, side, side, "white").set_gid(f"weights:{name}")
+        ax.text(2.1 + side / 2, mid, "$W$", fontsize=FONT + 2, ha="center", va="center")
+        ax.text(1.8, mid, "×", fontsize=FONT, ha="center", va="center")
+        ax.text(4.2, mid, "=", fontsize=FONT, ha="center", va="center")
+        ax.text(0.2 + width / 2, mid - 1.2, f"{tokens} × {REUSE_WIDTH}", fontsize=SMALL, ha="center", va="center")
+        ax.text(2.1 + side / 2, mid - 1.2, f"{REUSE_WIDTH} × {REUSE_WIDTH}", fontsize=SMALL, ha="center", va="center")
+        lines = (
+            (f"$W$: {values['weight_bytes']} bytes, read once", f"bytes:{name}"),
+            (f"{values['flops']} FLOPs", f"flops:{name}"),
+            (f"{values['flops_per_byte']:g} FLOPs per byte", f"intensity:{name}"),
+        )
+        for i, (text, gid) in enumerate(lines):
+            ax.text(6.4, mid + 0.55 - 0.6 * i, text, fontsize=SMALL, va="center", gid=gid,
+                    weight="bold" if i == 2 else "normal")  # fmt: skip
+    ax.text(0.2, 0.0, f"fp32 weights ({bytes_per_element(REUSE_DTYPE)} bytes each); orange: tokens fed",
+            fontsize=SMALL, color=GREY, va="center")  # fmt: skip
+    return fig
+
+
+DIAGRAMS["prefill_vs_decode"] = prefill_vs_decode
