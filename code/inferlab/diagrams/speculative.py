@@ -14,6 +14,7 @@ from fractions import Fraction
 import torch
 
 from inferlab.diagrams.style import (
+    BLUE,
     BLUE_FILL,
     CODE,
     FONT,
@@ -32,7 +33,7 @@ from inferlab.diagrams.style import (
     new_figure,
 )
 from inferlab.speculative.sampler import sample_token, verify_drafts
-from inferlab.speculative.tree import TreeModel, draft_tree, tree_attention_mask
+from inferlab.speculative.tree import TreeModel, TreeNode, draft_tree, path_to, tree_attention_mask
 
 # ------------------------------------------------------------------ one round (draft-verify-accept)
 
@@ -308,3 +309,203 @@ def worked_values() -> dict:
 
 
 WORKED = {"speculative_worked_round": worked_values}
+
+
+# ------------------------------------------------------------------ more guide pages (issue 17)
+
+# ---- how many tokens a round yields (speedup): Leviathan et al.'s Equation (1), term by term
+
+ROUNDS_ALPHA = 0.75  # this diagram's own acceptance rate
+ROUNDS_GAMMAS = range(1, 9)
+
+
+def round_terms(alpha: float = ROUNDS_ALPHA, gamma: int = 1) -> list[float]:
+    """Return the terms of 1 + alpha + ... + alpha^gamma: the target's own token, then each draft's chance to count."""
+    return [alpha**j for j in range(gamma + 1)]  # draft j counts only if drafts 1..j are all accepted
+
+
+def tokens_per_round():
+    """Return stacked bars of the expected tokens per round for gamma = 1..8, one segment per term, and the limit."""
+    from inferlab.speculative.formulas import expected_tokens_per_step
+
+    alpha = ROUNDS_ALPHA
+    limit = 1 / (1 - alpha)
+    fig, ax = new_figure(5.2, 4.9, (0, 10.4), (-3.0, 6.8))
+    unit, left, width, gap = 1.3, 1.25, 0.8, 0.3  # height of one token; bars
+    for i, gamma in enumerate(ROUNDS_GAMMAS):
+        x = left + i * (width + gap)
+        bottom = 0.0
+        for j, term in enumerate(round_terms(alpha, gamma)):
+            face, edge = (YELLOW_FILL, YELLOW) if j == 0 else (GREEN_FILL, GREEN)
+            box(ax, x, bottom, width, term * unit, face, edge).set_gid(f"term:{gamma}:{j}")
+            bottom += term * unit
+        total = expected_tokens_per_step(alpha, gamma)
+        ax.text(x + width / 2, -0.4, str(gamma), fontsize=FONT, ha="center", va="center")
+        ax.text(x + width / 2, -1.05, f"{total:.2f}", fontsize=SMALL, ha="center", va="center", gid=f"total:{gamma}")
+    ax.text(left - 0.2, -0.4, "γ", fontsize=FONT, ha="right", va="center")
+    ax.text(left - 0.2, -1.05, "sum", fontsize=SMALL, ha="right", va="center")
+    ax.plot([left - 0.2, x + width + 0.2], [limit * unit] * 2, color=INK, linestyle="--", linewidth=1.5, gid="limit")
+    ax.text(left, limit * unit + 0.4, f"limit 1/(1 − α) = {limit:g}", fontsize=SMALL, va="center")
+    ax.text(0.1, 6.4, f"α = {alpha}", fontsize=FONT, weight="bold", va="center")
+    legend = (
+        (YELLOW_FILL, YELLOW, "the target's own token: 1"),
+        (GREEN_FILL, GREEN, r"draft $j$: counts with chance $\alpha^j$"),
+    )
+    for i, (face, edge, text) in enumerate(legend):
+        y = -1.85 - 0.65 * i
+        box(ax, 0.3, y - 0.2, 0.4, 0.4, face, edge)
+        ax.text(0.95, y, text, fontsize=SMALL, va="center")
+    return fig
+
+
+# ---- prompt lookup: where find_draft looked, read from the slices it took
+
+LOOKUP_TEXT = "for x in xs : print ( x ) for y in xs :".split()
+LOOKUP_NGRAM, LOOKUP_DRAFT = 3, 4
+
+
+class SliceLog(list):
+    """A list of token ids that notes every slice taken of it, so a drawing can show what was compared."""
+
+    def __init__(self, items):
+        super().__init__(items)
+        self.slices: list[range] = []
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            self.slices.append(range(*index.indices(len(self))))
+        return super().__getitem__(index)
+
+
+def lookup_values(words: list[str] = LOOKUP_TEXT, max_ngram: int = LOOKUP_NGRAM, num_draft: int = LOOKUP_DRAFT):
+    """Return find_draft's draft for ``words`` and the positions of the tail, the earlier match and the copy."""
+    from inferlab.speculative.prompt_lookup import find_draft
+
+    vocab = sorted(set(words))
+    tokens = SliceLog([vocab.index(w) for w in words])
+    draft = find_draft(tokens, max_ngram, num_draft)
+    if not draft:
+        raise ValueError(f"words must repeat their last token somewhere earlier, got {words!r}")
+    copied = tokens.slices[-1]  # the last slice taken is the copy: what followed the match
+    match = tokens.slices[-2]  # the comparison that succeeded, just before it
+    tail = range(len(words) - len(match), len(words))
+    return {"draft": [vocab[t] for t in draft], "tail": list(tail), "match": list(match), "copied": list(copied)}
+
+
+def prompt_lookup_match():
+    """Return the token sequence with its last n-gram, the latest earlier match, and the tokens copied as a draft."""
+    values = lookup_values()
+    fig, ax = new_figure(5.4, 4.3, (0, 10.8), (-1.7, 6.9))
+    per_line, w, h, step = 7, 1.3, 0.8, 1.45
+    for i, word in enumerate(LOOKUP_TEXT):
+        if i in values["tail"]:
+            face, edge, role = ORANGE_FILL, ORANGE, "tail"
+        elif i in values["match"]:
+            face, edge, role = BLUE_FILL, BLUE, "match"
+        elif i in values["copied"]:
+            face, edge, role = GREEN_FILL, GREEN, "copied"
+        else:
+            face, edge, role = "white", GREY, "other"
+        x, y = 0.3 + (i % per_line) * step, 5.6 - (i // per_line) * 1.4
+        box(ax, x, y - h / 2, w, h, face, edge).set_gid(f"token:{i + 1}:{word}:{role}")
+        ax.text(x + w / 2, y, word, fontsize=FONT, family=CODE, ha="center", va="center")
+    ax.text(0.3, 2.75, "draft for the next tokens:", fontsize=FONT, va="center")
+    for j, word in enumerate(values["draft"]):
+        x = 0.3 + j * step
+        box(ax, x, 1.6, w, h, GREEN_FILL, GREEN).set_gid(f"draft:{j + 1}:{word}")
+        ax.text(x + w / 2, 2.0, word, fontsize=FONT, family=CODE, ha="center", va="center")
+    legend = (
+        (ORANGE_FILL, ORANGE, f"the last {len(values['tail'])} tokens"),
+        (BLUE_FILL, BLUE, "their latest earlier occurrence"),
+        (GREEN_FILL, GREEN, "what followed it: copied"),
+    )
+    for i, (face, edge, text) in enumerate(legend):
+        y = 0.75 - 0.75 * i
+        box(ax, 0.3, y - 0.22, 0.44, 0.44, face, edge)
+        ax.text(1.0, y, text, fontsize=SMALL, va="center")
+    return fig
+
+
+# ---- SpecInfer's merge-based builder (papers): several proposals, one tree
+
+MERGE_PREFIX = ["the", "cat"]
+MERGE_PROPOSALS = [["sat", "on", "the"], ["sat", "on", "a"], ["ran", "away"]]  # three small models' guesses
+
+
+def merge_proposals(proposals: list[list[int]]) -> list[TreeNode]:
+    """Return one token tree holding every proposal as a root path; equal prefixes share their nodes."""
+    nodes: list[TreeNode] = []
+    child: dict[tuple[int, int], int] = {}  # (parent index, token) -> node index
+    for sequence in proposals:
+        parent = -1
+        for depth, token in enumerate(sequence, 1):
+            if (parent, token) not in child:  # this prefix was not proposed before: a new branch
+                child[parent, token] = len(nodes)
+                nodes.append(TreeNode(token, parent, depth))
+            parent = child[parent, token]
+    return nodes
+
+
+def merged_values(proposals: list[list[str]] = MERGE_PROPOSALS) -> dict:
+    """Return the merged tree of ``proposals`` (words) and, for each node, which proposals pass through it."""
+    vocab = sorted({w for p in proposals for w in p})
+    nodes = merge_proposals([[vocab.index(w) for w in p] for p in proposals])
+    models = []
+    for i in range(len(nodes)):
+        path = [vocab[t] for t in path_to(nodes, i)]
+        models.append([m + 1 for m, p in enumerate(proposals) if p[: len(path)] == path])
+    return {"nodes": nodes, "words": [vocab[n.token] for n in nodes], "models": models}
+
+
+def merged_token_tree():
+    """Return three models' proposals (top) and the one tree SpecInfer's merge-based builder makes of them."""
+    values = merged_values()
+    nodes, words, models = values["nodes"], values["words"], values["models"]
+    fig, ax = new_figure(5.4, 5.5, (0, 10.8), (1.8, 12.5))
+    w, h = 1.5, 0.75
+    for m, proposal in enumerate(MERGE_PROPOSALS):  # the proposals, one row per small model
+        y = 11.9 - 1.0 * m
+        ax.text(0.2, y, f"model {m + 1}", fontsize=FONT, va="center")
+        for j, word in enumerate(proposal):
+            box(ax, 2.6 + j * 1.7, y - h / 2, w, h, BLUE_FILL)
+            ax.text(2.6 + j * 1.7 + w / 2, y, word, fontsize=FONT, family=CODE, ha="center", va="center")
+    proposed = sum(len(p) for p in MERGE_PROPOSALS)
+    ax.text(0.2, 8.4, f"merged: {len(nodes)} nodes for {proposed} proposed tokens", fontsize=FONT,
+            weight="bold", va="center", gid="merged")  # fmt: skip
+    depth_x = {1: 3.6, 2: 6.0, 3: 8.4}
+    leaves = [i for i in range(len(nodes)) if not any(n.parent == i for n in nodes)]
+    y_of = {}
+    for rank, i in enumerate(leaves):  # nodes come in proposal order, so branches do not cross
+        y_of[i] = 6.9 - 1.6 * rank
+    for depth in sorted({n.depth for n in nodes}, reverse=True):
+        for i, node in enumerate(nodes):
+            if node.depth == depth and i not in y_of:
+                kids = [y_of[c] for c, n in enumerate(nodes) if n.parent == i]
+                y_of[i] = sum(kids) / len(kids)
+    roots = [y_of[i] for i, n in enumerate(nodes) if n.parent == -1]
+    root_y = sum(roots) / len(roots)
+    box(ax, 0.2, root_y - h / 2, 2.1, h, "white")
+    ax.text(1.25, root_y, " ".join(MERGE_PREFIX), fontsize=FONT, family=CODE, ha="center", va="center")
+    for i, node in enumerate(nodes):
+        x, y = depth_x[node.depth], y_of[i]
+        px, py = (2.3, root_y) if node.parent == -1 else (depth_x[node.depth - 1] + w / 2, y_of[node.parent])
+        ax.plot([px, x - w / 2], [py, y], color=INK, linewidth=1.5, zorder=1)
+        shared = len(models[i]) > 1
+        box(ax, x - w / 2, y - h / 2, w, h, GREEN_FILL if shared else "white", zorder=2).set_gid(
+            f"node:{i + 1}:{words[i]}:{node.parent + 1}:{','.join(map(str, models[i]))}"
+        )
+        ax.text(x, y, words[i], fontsize=FONT, family=CODE, ha="center", va="center", zorder=3)
+        ax.text(x, y - h / 2 - 0.3, "+".join(map(str, models[i])), fontsize=SMALL, color=GREY, ha="center",
+                va="center")  # fmt: skip
+    box(ax, 0.2, 2.0, 0.44, 0.44, GREEN_FILL)
+    ax.text(0.85, 2.22, "shared by several models (numbers below)", fontsize=SMALL, va="center")
+    return fig
+
+
+DIAGRAMS.update(
+    {
+        "tokens_per_round": tokens_per_round,
+        "prompt_lookup_match": prompt_lookup_match,
+        "merged_token_tree": merged_token_tree,
+    }
+)
