@@ -437,4 +437,216 @@ DIAGRAMS = {
     "fa3_pingpong": draw_fa3_pingpong,
 }
 
+# ---- 6. more guide pages (issue 17): standard attention's round trips, traffic by tensor, the Triton grid ----
+
+
+class NamedTraffic(TrafficCounter):
+    """A traffic counter that also notes which tensor every read and write moved, and how many elements."""
+
+    def __init__(self, inputs: dict[str, torch.Tensor], name_written) -> None:
+        super().__init__()
+        self.inputs = {tensor.untyped_storage().data_ptr(): name for name, tensor in inputs.items()}
+        self.name_written = name_written  # (tensor, writes so far) -> the name of a tensor the algorithm writes
+        self.written: list[tuple[torch.Tensor, str]] = []  # kept alive, so "is" cannot match a new tensor
+        self.moves: list[tuple[str, str, int]] = []  # ("read" or "write", tensor name, elements)
+
+    def name_of(self, tensor: torch.Tensor) -> str:
+        for kept, name in self.written:
+            if kept is tensor:
+                return name
+        return self.inputs[tensor.untyped_storage().data_ptr()]
+
+    def read(self, tensor: torch.Tensor) -> torch.Tensor:
+        self.moves.append(("read", self.name_of(tensor), tensor.numel()))
+        return super().read(tensor)
+
+    def write(self, tensor: torch.Tensor) -> torch.Tensor:
+        name = self.name_written(tensor, len(self.written))
+        self.written.append((tensor, name))
+        self.moves.append(("write", name, tensor.numel()))
+        return super().write(tensor)
+
+
+ROUND_TRIP_N, ROUND_TRIP_D = 12, 4  # small enough to draw every tensor to scale
+
+
+def standard_moves(n: int = ROUND_TRIP_N, d: int = ROUND_TRIP_D) -> list[dict]:
+    """Return the passes of ``standard_attention`` over memory: per pass, what it read and what it wrote."""
+    from inferlab.flash import standard_attention
+
+    q, k, v = (torch.zeros(n, d) for _ in range(3))
+    counter = NamedTraffic({"Q": q, "K": k, "V": v}, lambda tensor, written: "SPO"[written])
+    standard_attention(q, k, v, counter=counter)
+    passes, reads = [], []
+    for kind, name, elements in counter.moves:
+        if kind == "read":
+            reads.append((name, elements))
+        else:  # a write ends a pass: what it read went in, this comes out
+            passes.append({"reads": reads, "write": (name, elements)})
+            reads = []
+    return passes
+
+
+def draw_standard_round_trips():
+    """Return the three passes of standard attention, each tensor drawn to scale with the elements it moves."""
+    n, d = ROUND_TRIP_N, ROUND_TRIP_D
+    passes = standard_moves(n, d)
+    unit = 0.11  # one row or column of a tensor
+    fig, ax = style.new_figure(5.0, 5.2, (0, 10.0), (-0.9, 9.5))
+    ax.text(0.2, 9.15, "read from HBM", fontsize=style.SMALL, color=style.GREY, va="center")
+    ax.text(5.0, 9.15, "on chip", fontsize=style.SMALL, color=style.GREY, ha="center", va="center")
+    ax.text(9.8, 9.15, "written to HBM", fontsize=style.SMALL, color=style.GREY, ha="right", va="center")
+    formulas = [r"$S = QK^{\top}/\sqrt{d}$", r"$P = \mathrm{softmax}(S)$", r"$O = PV$"]
+
+    def tensor(x: float, y: float, name: str, elements: int, role: str) -> float:
+        """Draw one tensor with its lower-left corner at (x, y); return its width."""
+        height = n * unit
+        width = elements / n * unit  # N x d or N x N, to scale
+        square = elements == n * n
+        face = style.ORANGE_FILL if square else style.BLUE_FILL
+        style.box(ax, x, y, width, height, face, hatch="//" if square else None).set_gid(f"{role}:{name}:{elements}")
+        ax.text(x + width / 2, y + height / 2, f"${name}$", fontsize=style.FONT, ha="center", va="center",
+                bbox={"facecolor": face, "edgecolor": "none", "pad": 1})  # fmt: skip
+        ax.text(x + width / 2, y - 0.3, str(elements), fontsize=style.SMALL, ha="center", va="center")
+        return width
+
+    for index, (one_pass, formula) in enumerate(zip(passes, formulas, strict=True)):
+        y = 6.6 - 3.0 * index  # the tensors' bottom edge
+        middle = y + n * unit / 2
+        x = 0.2
+        for name, elements in one_pass["reads"]:
+            x += tensor(x, y, name, elements, f"read:{index + 1}") + 0.25
+        style.box(ax, 3.6, middle - 0.45, 2.8, 0.9, "white")
+        ax.text(5.0, middle, formula, fontsize=style.SMALL, ha="center", va="center")
+        style.arrow(ax, (x - 0.15, middle), (3.55, middle), color=style.GREY)
+        name, elements = one_pass["write"]
+        width = elements / n * unit
+        style.arrow(ax, (6.45, middle), (9.8 - width - 0.1, middle), color=style.GREY)
+        tensor(9.8 - width, y, name, elements, f"write:{index + 1}")
+    total = sum(e for p in passes for _, e in p["reads"]) + sum(p["write"][1] for p in passes)
+    ax.text(0.2, -0.55, f"N = {n}, d = {d}: {total} elements moved", fontsize=style.FONT, va="center", gid="total")
+    return fig
+
+
+TRAFFIC_N, TRAFFIC_D, TRAFFIC_BLOCK = 16, 4, 4
+TENSORS = ("Q", "K", "V", "S", "P", "O", "L")
+
+
+def traffic_by_tensor(n: int = TRAFFIC_N, d: int = TRAFFIC_D, block: int = TRAFFIC_BLOCK) -> dict[str, dict[str, int]]:
+    """Return {method: {tensor: elements read + written}} for standard attention and the tiled forward."""
+    from inferlab.flash import standard_attention
+
+    q, k, v = (torch.zeros(n, d) for _ in range(3))
+    inputs = {"Q": q, "K": k, "V": v}
+    standard = NamedTraffic(inputs, lambda tensor, written: "SPO"[written])
+    standard_attention(q, k, v, counter=standard)
+    tiled = NamedTraffic(inputs, lambda tensor, written: "O" if tensor.dim() == q.dim() else "L")  # O tiles, or L
+    flash_attention(q, k, v, block_q=block, block_k=block, counter=tiled)
+    counts = {}
+    for method, counter in (("standard", standard), ("tiled", tiled)):
+        counts[method] = {name: 0 for name in TENSORS}
+        for _, name, elements in counter.moves:
+            counts[method][name] += elements
+    return counts
+
+
+def draw_traffic_by_tensor():
+    """Return, tensor by tensor, the elements standard attention and the tiled forward move between HBM and chip."""
+    counts = traffic_by_tensor()
+    largest = max(max(c.values()) for c in counts.values())
+    left, span, bar = 1.0, 6.6, 0.34  # where bars start; the longest bar's length; a bar's height
+    fig, ax = style.new_figure(5.0, 4.9, (0, 10.0), (-0.6, 9.2))
+    styles = {"standard": (style.ORANGE_FILL, None), "tiled": (style.BLUE_FILL, "//")}
+    for row, name in enumerate(TENSORS):
+        y = 8.0 - 1.05 * row  # the top of this tensor's pair of bars
+        ax.text(left - 0.2, y - bar, f"${name}$", fontsize=style.FONT, ha="right", va="center")
+        for offset, method in enumerate(("standard", "tiled")):
+            value = counts[method][name]
+            top = y - offset * (bar + 0.04)
+            face, hatch = styles[method]
+            if value:
+                width = span * value / largest
+                style.box(ax, left, top - bar, width, bar, face, hatch=hatch).set_gid(f"{method}:{name}:{value}")
+            else:
+                width = 0.0
+            ax.text(left + width + 0.12, top - bar / 2, str(value), fontsize=style.SMALL, va="center")
+    ax.text(left, 8.75, f"N = {TRAFFIC_N}, d = {TRAFFIC_D}, tiles of {TRAFFIC_BLOCK} rows", fontsize=style.FONT,
+            va="center")  # fmt: skip
+    for i, method in enumerate(("standard", "tiled")):
+        face, hatch = styles[method]
+        y = 0.4 - 0.6 * i
+        style.box(ax, 0.2, y - 0.2, 0.5, 0.4, face, hatch=hatch)
+        total = sum(counts[method].values())
+        label = "standard attention" if method == "standard" else "tiled forward"
+        ax.text(0.9, y, f"{label}: {total} in all", fontsize=style.SMALL, va="center", gid=f"total:{method}")
+    return fig
+
+
+TRITON_N, TRITON_HEADS, TRITON_BLOCK = 40, 2, 16
+
+
+def program_tiles(n_q: int = TRITON_N, heads: int = TRITON_HEADS, block_q: int = TRITON_BLOCK) -> list[dict]:
+    """Return every program the kernel's launch starts: its two ids, the query rows it stores and those it masks.
+
+    The grid is ``attention_forward``'s, (cdiv(n_q, block_q), batch * heads); the rows are the kernel's
+    ``tile * BLOCK_Q + tl.arange(0, BLOCK_Q)``, and rows at or past n_q are masked on load and store.
+    """
+    grid = (-(-n_q // block_q), heads)
+    programs = []
+    for head in range(grid[1]):
+        for tile in range(grid[0]):
+            rows = [tile * block_q + r for r in range(block_q)]
+            programs.append(
+                {
+                    "ids": (tile, head),
+                    "stored": [r for r in rows if r < n_q],
+                    "masked": [r for r in rows if r >= n_q],
+                }
+            )
+    return programs
+
+
+def draw_triton_grid():
+    """Return the launch grid: one program per (query tile, head), each with its rows; padding rows masked."""
+    programs = program_tiles()
+    unit = 0.16  # one query row
+    top, width = 7.9, 3.3
+    fig, ax = style.new_figure(5.0, 5.0, (0, 10.0), (-1.6, 8.4))
+    for program in programs:
+        tile, head = program["ids"]
+        x = 2.4 + head * (width + 0.5)
+        if tile == 0:
+            ax.text(x + width / 2, top + 0.25, f"head {head}", fontsize=style.FONT, ha="center", va="center")
+        stored, masked = program["stored"], program["masked"]
+        y = top - (stored[0] + len(stored)) * unit
+        style.box(ax, x, y, width, len(stored) * unit, style.BLUE_FILL).set_gid(
+            f"program:{tile}:{head}:{stored[0]}-{stored[-1]}"
+        )
+        label = f"({tile}, {head})\nrows {stored[0]}–{stored[-1]}"
+        ax.text(x + width / 2, y + len(stored) * unit / 2, label, fontsize=style.SMALL, ha="center", va="center")
+        if masked:
+            y_mask = top - (masked[-1] + 1) * unit
+            style.box(ax, x, y_mask, width, len(masked) * unit, "white", edge=style.GREY, hatch="//").set_gid(
+                f"masked:{tile}:{head}:{masked[0]}-{masked[-1]}"
+            )
+        if head == 0:
+            ax.text(2.2, y + len(stored) * unit / 2, f"tile {tile}", fontsize=style.SMALL, ha="right", va="center")
+    bottom = top - programs[-1]["masked"][-1] * unit - unit if programs[-1]["masked"] else 0
+    ax.text(0.2, bottom - 0.55, f"N = {TRITON_N}, BLOCK_Q = {TRITON_BLOCK}: labels are", fontsize=style.SMALL,
+            va="center")  # fmt: skip
+    ax.text(0.2, bottom - 1.05, "(program_id(0), program_id(1))", fontsize=style.SMALL, family=style.CODE,
+            va="center")  # fmt: skip
+    ax.text(0.2, bottom - 1.55, "hatched: rows past N, masked", fontsize=style.SMALL, va="center")
+    return fig
+
+
+DIAGRAMS.update(
+    {
+        "standard_round_trips": draw_standard_round_trips,
+        "traffic_by_tensor": draw_traffic_by_tensor,
+        "triton_grid": draw_triton_grid,
+    }
+)
+
+
 WORKED = {"flash_online_softmax_by_hand": online_softmax_by_hand}
