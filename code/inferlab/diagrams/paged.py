@@ -7,6 +7,11 @@ what the manager then holds, so the picture is what the code does:
   blocks they point at, and each block's reference count.
 - ``hash_chain``: a finished request's hash-chained blocks, and a second request that hits the
   cache for its first blocks and misses after one changed block, even where its tokens match again.
+- ``one_space``: three lines of Python cut into tokens by the bundled tokenizer, as written and with
+  one space added, and each block's name from the real ``hash_chain``.
+
+``WORKED`` holds one decoding step with part of the weights offloaded, worked out part by part from
+the cost model of ``inferlab.paged.offload`` (the offloading page's ``paged_worked_offload``).
 
     python -m inferlab.diagrams paged
 """
@@ -14,7 +19,7 @@ what the manager then holds, so the picture is what the code does:
 from __future__ import annotations
 
 from inferlab.diagrams import style
-from inferlab.paged import BlockManager
+from inferlab.paged import BlockManager, hash_chain
 
 BLOCK_SIZE = 4  # small blocks keep the pictures readable; vLLM's default is 16
 
@@ -174,3 +179,130 @@ def draw_hash_chain():
 
 
 DIAGRAMS = {"block_table_refcounts": draw_block_table_refcounts, "hash_chain": draw_hash_chain}
+
+
+# ---- 3. one space, tokenized (invalidation): the tokens change at one place, the names from there on ----
+
+SPACE_TEXT = "total = 0\nfor x in xs:\n    total += x\n"
+SPACE_AT = SPACE_TEXT.index("for")  # the space goes in front of "for"
+
+
+def shown_token(text: str) -> str:
+    """Return a token's text as the pages write it: a middle dot for a space, ↵ for a newline."""
+    return text.replace(" ", "·").replace("\n", "↵")
+
+
+def one_space_values(text: str = SPACE_TEXT, at: int = SPACE_AT, block_size: int = BLOCK_SIZE) -> dict:
+    """Return the bundled tokenizer's tokens of ``text`` and of ``text`` with a space inserted at ``at``, and each one's hash chain."""
+    from inferlab.models import load_tokenizer
+
+    if not isinstance(at, int) or not 0 <= at <= len(text):
+        raise ValueError(f"at must be a position in 0..{len(text)} of the text, got {at!r}")
+    tokenizer = load_tokenizer()
+    versions = {"before": text, "after": text[:at] + " " + text[at:]}
+    values = {}
+    for name, version in versions.items():
+        ids = tokenizer(version)["input_ids"]
+        values[name] = {
+            "ids": ids,
+            "tokens": [shown_token(tokenizer.decode([i])) for i in ids],
+            "hashes": hash_chain(ids, block_size),
+        }
+    return values
+
+
+def draw_one_space():
+    """Return both versions' blocks of tokens with their chained names: equal up to the space, new from there on."""
+    values = one_space_values()
+    before = values["before"]
+    fig, ax = style.new_figure(5.0, 4.8, (0, 10.0), (0.4, 10.0))
+    width, line = 2.25, 0.42
+    titles = {"before": "as written", "after": "one space added before line 2"}
+    for row, name in enumerate(("before", "after")):
+        version = values[name]
+        top = 9.6 - row * 4.4
+        ax.text(0.15, top, titles[name], fontsize=style.FONT, weight="bold", va="center")
+        ids = version["ids"]
+        for block in range(-(-len(ids) // BLOCK_SIZE)):
+            x = 0.15 + block * (width + 0.2)
+            start, stop = block * BLOCK_SIZE, min((block + 1) * BLOCK_SIZE, len(ids))
+            full = block < len(version["hashes"])
+            if name == "before" or not full:
+                face, status = (style.BLUE_FILL, "") if full else ("white", "not full")
+            elif version["hashes"][block] == before["hashes"][block]:
+                face, status = style.GREEN_FILL, "same name"
+            else:
+                face, status = style.ORANGE_FILL, "new name"
+            box_top = top - 0.4
+            height = BLOCK_SIZE * line + 0.2
+            style.box(ax, x, box_top - height, width, height, face).set_gid(
+                f"block:{name}:{block + 1}:{status or 'full'}"
+            )
+            for offset, position in enumerate(range(start, stop)):
+                changed = name == "after" and (
+                    position >= len(before["ids"]) or ids[position] != before["ids"][position]
+                )
+                ax.text(x + 0.15, box_top - 0.1 - (offset + 0.5) * line, version["tokens"][position],
+                        fontsize=style.SMALL, family=style.CODE, va="center",
+                        color=style.ORANGE if changed else style.INK, weight="bold" if changed else "normal",
+                        gid=f"token:{name}:{position + 1}:{'changed' if changed else 'same'}")  # fmt: skip
+            below = box_top - height - 0.35
+            name_text = short_hash(version["hashes"][block]) if full else "—"
+            ax.text(x + width / 2, below, name_text, fontsize=style.SMALL, family=style.CODE, ha="center", va="center")
+            if status and name == "after":
+                ax.text(x + width / 2, below - 0.45, status, fontsize=style.SMALL, ha="center", va="center")
+    ax.text(0.15, 1.35, f"blocks of {BLOCK_SIZE} tokens; · a space, ↵ a newline", fontsize=style.SMALL, va="center")
+    ax.text(0.15, 0.85, "under each block: its name (hash)", fontsize=style.SMALL, va="center")
+    return fig
+
+
+DIAGRAMS["one_space"] = draw_one_space
+
+
+# ---- worked example (offloading): one decoding step by hand, from the cost model ---------------
+
+OFFLOAD_WEIGHT_GB, OFFLOAD_GB, OFFLOAD_GPU, OFFLOAD_BATCH = 1.0, 0.25, "T4", 1  # this page's own small model
+
+
+def offload_step_by_hand(
+    weight_gb: float = OFFLOAD_WEIGHT_GB,
+    offloaded_gb: float = OFFLOAD_GB,
+    gpu: str = OFFLOAD_GPU,
+    batch: int = OFFLOAD_BATCH,
+) -> dict:
+    """Return one decoding step with part of the weights offloaded, part by part: bytes, read, arithmetic, time."""
+    from inferlab.paged.offload import BYTES_PER_WEIGHT, GB, OFFLOAD_PRESETS, part_seconds, slowdown, step_seconds
+
+    weight_bytes, offloaded_bytes = weight_gb * GB, offloaded_gb * GB
+    step = step_seconds(weight_bytes, offloaded_bytes, gpu, batch)  # refuses bad input before anything is shown
+    spec = OFFLOAD_PRESETS[gpu]
+    rows = []
+    for part, num_bytes, bandwidth in (
+        ("resident on the GPU", weight_bytes - offloaded_bytes, spec.memory_gb_s),
+        ("streamed over PCIe", offloaded_bytes, spec.link_gb_s),
+    ):
+        flops = 2 * num_bytes / BYTES_PER_WEIGHT * batch  # a multiply and an add per weight per sequence
+        rows.append(
+            {
+                "part": part,
+                "GB": num_bytes / GB,
+                "bandwidth GB/s": bandwidth,
+                "read ms": 1e3 * num_bytes / (bandwidth * GB),
+                "arithmetic ms": 1e3 * flops / (spec.fp16_tflops * 1e12),
+                "time ms": 1e3 * part_seconds(num_bytes, bandwidth, batch, spec),
+            }
+        )
+    return {
+        "gpu": gpu,
+        "weight_gb": weight_gb,
+        "offloaded_gb": offloaded_gb,
+        "batch": batch,
+        "fp16_tflops": spec.fp16_tflops,
+        "rows": rows,
+        "step_ms": 1e3 * step,
+        "no_offload_ms": 1e3 * step_seconds(weight_bytes, 0, gpu, batch),
+        "slowdown": slowdown(weight_bytes, offloaded_bytes, gpu, batch),
+    }
+
+
+WORKED = {"paged_worked_offload": offload_step_by_hand}
