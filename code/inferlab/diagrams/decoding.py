@@ -8,6 +8,10 @@ branches, ``greedy_decode`` and ``map_decode_bruteforce`` for the two paths of t
 
 The trellis is drawn for k = 1 only: the state is a window of one token. The general-k state and
 its count are left to the reader (docs/decoding/map-dp.md and its checker).
+
+Two more set up the chapter: ``autoregressive_loop`` (three calls of the generation loop, each
+distribution read from calling the model on what is written so far) and ``sampling_filters`` (one
+small distribution reshaped by the package's temperature, top-k and top-p filters).
 """
 
 from __future__ import annotations

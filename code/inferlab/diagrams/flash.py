@@ -12,6 +12,9 @@
   two splits that computes attention both ways.
 - ``fa3_pingpong``: FlashAttention-3's ping-pong schedule of two warpgroups (Shah et al., 2024,
   Section 3.1 and Figure 1), from a small scheduler in which the Tensor Cores run one GEMM at a time.
+- ``standard_round_trips`` and ``traffic_by_tensor``: what standard attention and the tiled forward
+  move between HBM and the chip, tensor by tensor, from a counter that names every tensor moved.
+- ``triton_grid``: the Triton kernel's launch grid, one program per (query tile, head), and its rows.
 
     python -m inferlab.diagrams flash
 """

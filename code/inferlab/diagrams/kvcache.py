@@ -6,6 +6,9 @@ one-hot values, so each output row *is* that query's attention weights, and a ke
 where its weight is above zero. The causal mask, its bidirectional counterpart and the cached
 loop's steps all come from that one function. Lines and cells a test needs to find carry a
 ``gid`` (``cell:causal:4:2:read``, ``slot:2:3:new``).
+
+``prefill_vs_decode`` draws one weight matrix used by a whole prompt in one call and by one token,
+with the FLOPs counted by PyTorch's FLOP counter on the real matrix product.
 """
 
 from __future__ import annotations

@@ -5,6 +5,10 @@ distributions below, and ``verify_drafts`` decides what is kept, under a fixed s
 built by ``draft_tree`` from a small draft model over a few words, and its mask is
 ``tree_attention_mask``. Cells and boxes a test needs to find carry a ``gid`` (``accept:2:kept``,
 ``mask:3:4:ancestor``), so a test reads the drawing itself.
+
+Three more: ``tokens_per_round`` (Leviathan et al.'s Equation (1) term by term, from
+``expected_tokens_per_step``), ``prompt_lookup_match`` (what ``find_draft`` compared and copied,
+read from the slices it took) and ``merged_token_tree`` (SpecInfer's merge-based builder).
 """
 
 from __future__ import annotations
