@@ -180,7 +180,7 @@ LAYOUT = """() => {
     };
 }"""
 NEXT_FRAME = "() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))"
-LEGIBLE_TEXT_PX = 7.9  # tools/reader_hooks.py sizes figures for 8 px text; a little rounding allowed
+LEGIBLE_TEXT_PX = 7.4  # tools/reader_hooks.py sizes figures for 7.5 px text; a little rounding allowed
 # Header words a zh-TW table may show in Latin letters: the glossary's column of English terms.
 LATIN_HEADERS = {"English"}
 # A result file's key shown as it is (naive_s, ttft_ms); math such as s_t(x) has one letter before "_".

@@ -244,7 +244,7 @@ def test_a_guide_with_a_labs_snippet_gets_an_open_in_colab_button(language, suff
 
 
 def test_a_figure_gets_the_width_its_smallest_text_needs_and_a_scroll_box(tmp_path):
-    """The least width comes from the size save_figure records: 8 px text, whatever the figure."""
+    """The least width comes from the size save_figure records: 7.5 px text, whatever the figure."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -265,8 +265,9 @@ def test_a_figure_gets_the_width_its_smallest_text_needs_and_a_scroll_box(tmp_pa
     source = '<p><img alt="A wide figure" src="../../figures/t/wide.png" /></p>'
     out = reader_hooks.legible_figures(source, fake_page("t/page.md", "t/page/"), config)
     least = int(re.search(r"min-width: (\d+)px", out).group(1))
-    assert least == math.ceil(1000 * 8 / smallest)  # ceil(width * 8 px / smallest)
-    assert least * smallest / width >= 8 > (least - 1) * smallest / width
+    assert reader_hooks.LEGIBLE_TEXT_PX == 7.5
+    assert least == math.ceil(1000 * 7.5 / smallest)  # ceil(width * 7.5 px / smallest)
+    assert least * smallest / width >= 7.5 > (least - 1) * smallest / width
     assert out.startswith('<div class="inferlab-figure"><img alt="A wide figure"') and out.endswith("</div>")
     # On a zh-TW page the zh-TW file is measured; inside other text the box is a <span>.
     inline = reader_hooks.legible_figures(

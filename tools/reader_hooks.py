@@ -288,7 +288,7 @@ def excerpt_caption(target: str, config, language: str) -> str:
 
 # A figure is never shown so small that its smallest text falls under this many CSS pixels: on a
 # narrow screen it keeps that width and scrolls sideways in its own box (div.inferlab-figure).
-LEGIBLE_TEXT_PX = 8.0
+LEGIBLE_TEXT_PX = 7.5  # 10-point text on a 6.4-inch figure, in a phone's 358 px column, is 7.8 px
 # What a figure without a recorded text size is assumed to hold (matplotlib's small legend text).
 ASSUMED_SMALLEST_PT = 8.0
 SMALLEST_TEXT_KEY = b"inferlab:smallest-text-px"  # written by inferlab.bench.figures.save_figure

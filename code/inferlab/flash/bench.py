@@ -306,7 +306,7 @@ def worked_example() -> dict:
 def plot_traffic(values: dict) -> None:
     """Draw HBM traffic against N (top) and the roofline estimates in fp32 and fp16 (below).
 
-    Laid out for a phone as much as for a desktop: 6.4 inches wide, text of 9 points or more,
+    Laid out for a phone as much as for a desktop: 6.4 inches wide, text of 10 points or more,
     one legend shared by the two estimate plots.
     """
     import matplotlib.pyplot as plt
@@ -332,7 +332,7 @@ def plot_traffic(values: dict) -> None:
     top.set_xlabel("sequence length N")
     top.set_ylabel("HBM reads + writes (elements)")
     top.set_title(f"HBM traffic, one head, d = {values['d']}")
-    top.legend(fontsize=9)
+    top.legend(fontsize=10)
     top.grid(True, which="both", alpha=0.3)
     for ax, key, precision in (
         (middle, "runtime_rows", "fp32, CUDA cores"),
@@ -346,7 +346,7 @@ def plot_traffic(values: dict) -> None:
         ax.grid(True, which="both", alpha=0.3)
     middle.set_ylabel("roofline estimate (ms)")
     handles, names = middle.get_legend_handles_labels()
-    fig.legend(handles, names, loc="lower center", ncol=4, fontsize=9, frameon=False)
+    fig.legend(handles, names, loc="lower center", ncol=4, fontsize=10, frameon=False)
     fig.tight_layout(rect=(0, 0.04, 1, 1))  # room for the shared legend under the plots
     save_figure(fig, "traffic")
     plt.close(fig)

@@ -271,7 +271,7 @@ def plot_offload() -> None:
 def plot_invalidation() -> None:
     """Draw every run's blocks in prompt order: green when served from the cache, red when computed.
 
-    Laid out for a phone as much as for a desktop: 6.4 inches wide, text of 9 points or more.
+    Laid out for a phone as much as for a desktop: 6.4 inches wide, text of 10 points or more.
     """
     plt = _plt()
     runs = read_result("paged_invalidation")["values"]["runs"]
