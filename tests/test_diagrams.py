@@ -114,29 +114,71 @@ def test_diagram_is_committed_and_shown_on_a_page_and_its_translation(topic, nam
         assert target in shown_images(zh), f"{zh.name} does not show {target}, which {en.name} shows"
 
 
-def first_position(text: str, needles: list[str]) -> int:
-    found = [text.index(n) for n in needles if n in text]
-    return min(found) if found else len(text)
+# Guide pages are the topic pages, docs/<topic>/*.md (DESIGN.md: "the guides"; each ends with a
+# Self-check). Not guides: labs/ (notebooks), about/, courses/ (course maps), models/, the glossary and
+# the home page. One page under a topic is a lab page, not a guide: vllm-colab gives the script that
+# runs the real vLLM labs in Colab and what to look for in its output; the ideas it needs are drawn
+# on the three pages before it, and it shows no result of ours.
+LAB_PAGES = {"paged/vllm-colab"}
 
 
-@pytest.mark.parametrize("topic, pages", [("decoding", 2), ("kvcache", 3), ("speculative", 2)])
-def test_diagrams_and_worked_examples_come_before_the_first_measured_result(topic, pages):
-    """A page shows the idea (diagram or worked example) before any number from a benchmark's result file."""
-    ours = [f"figures/{topic}/{name}.png" for name in diagrams.diagrams(topic)]
-    worked = set(diagrams.worked_examples(topic))
-    checked = 0
-    for en, zh in page_pairs():
-        for page in (en, zh):
-            text = page.read_text(encoding="utf-8")
-            idea = first_position(text, ours + [f" {name} " for name in worked])
-            if idea == len(text):
-                continue
-            measured = [m.start() for m in MARKER.finditer(text) if m.group(1) not in worked]
-            assert not measured or idea < measured[0], (
-                f"{page.relative_to(DOCS)}: a result comes before the first diagram"
-            )
-            checked += 1
-    assert checked == 2 * pages  # the pages this topic's diagrams illustrate, in both languages
+def guide_pairs() -> list[tuple[Path, Path]]:
+    """Return the (en, zh-TW) pairs of every guide page of every topic."""
+    return [
+        (en, zh)
+        for en, zh in page_pairs()
+        if en.parent.parent == DOCS
+        and en.parent.name in diagrams.TOPICS
+        and f"{en.parent.name}/{en.stem}" not in LAB_PAGES
+    ]
+
+
+def idea_and_first_measurement(text: str) -> tuple[int | None, int | None]:
+    """Return where a page first shows an idea (a concept diagram or a worked example) and a measured result.
+
+    An idea is a figure that a topic's DIAGRAMS draws, or a {{result}}/{{table}} marker of a worked
+    example. A measured result is any other result marker, or any other figure (a benchmark plot).
+    """
+    ideas = {f"figures/{topic}/{name}.png" for topic, name in ALL_DIAGRAMS}
+    worked = {name for _, name in ALL_WORKED}
+    found = []  # (position, is an idea)
+    for match in sitecheck.IMAGE.finditer(text):
+        found.append((match.start(), match.group(1).split("../")[-1] in ideas))
+    for match in MARKER.finditer(text):
+        found.append((match.start(), match.group(1) in worked))
+    idea = min((at for at, is_idea in found if is_idea), default=None)
+    measured = min((at for at, is_idea in found if not is_idea), default=None)
+    return idea, measured
+
+
+def test_every_topic_has_guide_pages_to_check():
+    pairs = guide_pairs()
+    assert {en.parent.name for en, _ in pairs} == set(diagrams.TOPICS)
+    assert len(pairs) == sum(len(list((DOCS / t).glob("*.md"))) // 2 for t in diagrams.TOPICS) - len(LAB_PAGES)
+
+
+@pytest.mark.parametrize("en, zh", guide_pairs(), ids=lambda page: f"{page.parent.name}/{page.name}")
+def test_every_guide_page_shows_an_idea_before_its_first_measured_result(en, zh):
+    """Every guide page, in both languages, draws or works an idea by hand before any measured number."""
+    for page in (en, zh):
+        idea, measured = idea_and_first_measurement(page.read_text(encoding="utf-8"))
+        where = page.relative_to(DOCS)
+        assert idea is not None, f"{where}: no concept diagram or worked example (python -m inferlab.diagrams)"
+        assert measured is None or idea < measured, f"{where}: a measured result comes before the first idea"
+
+
+def test_the_ordering_check_fails_on_a_page_without_an_idea_or_with_a_result_first():
+    figure = "![d](../figures/decoding/greedy_vs_map_tree.png)"
+    plot = "![m](../figures/decoding/temperature.png)"
+    result = "{{result decoding_perplexity perplexity}}"
+    worked = "{{result decoding_worked_viterbi p}}"
+    assert idea_and_first_measurement(f"text {result}")[0] is None
+    idea, measured = idea_and_first_measurement(f"{plot}\n\n{figure}")
+    assert measured < idea
+    idea, measured = idea_and_first_measurement(f"{result} then {worked}")
+    assert measured < idea
+    idea, measured = idea_and_first_measurement(f"{worked}\n\n{plot}\n\n{result}")
+    assert idea < measured
 
 
 # ---- worked examples: the committed numbers are the code's, and each is on its page pair ------

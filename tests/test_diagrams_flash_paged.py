@@ -36,6 +36,11 @@ PAGES = {
     ("flash", "fa3_pingpong"): "flash/fa2-fa3",
     ("paged", "block_table_refcounts"): "paged/paged-attention",
     ("paged", "hash_chain"): "paged/prefix-caching",
+    # every other guide page (issue 17); their content tests are in tests/test_diagrams_guide_pages.py
+    ("flash", "standard_round_trips"): "flash/memory-bound",
+    ("flash", "traffic_by_tensor"): "flash/hbm-traffic",
+    ("flash", "triton_grid"): "flash/triton",
+    ("paged", "one_space"): "paged/invalidation",
 }
 
 
