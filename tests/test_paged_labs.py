@@ -81,6 +81,14 @@ def test_offload_cost_model_closed_form():
     assert kv_capacity_tokens(weights, 0, "T4", 1000) == int((16e9 * 0.9 - 3e9 - 1e9) // 1000)
 
 
+def test_offload_presets_agree_with_the_flash_presets():
+    from inferlab.flash.traffic import GPU_PRESETS
+
+    for name, spec in OFFLOAD_PRESETS.items():
+        assert spec.fp16_tflops == GPU_PRESETS[name].fp16_tflops
+        assert spec.memory_gb_s == GPU_PRESETS[name].bandwidth_gbs
+
+
 def test_offload_slowdown_does_not_depend_on_batch_until_compute_counts():
     # Closed forms of the roofline per part: 3 GB of fp16 weights (1.5e9 of them), 1 GB offloaded.
     t4 = OFFLOAD_PRESETS["T4"]

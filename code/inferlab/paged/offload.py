@@ -27,8 +27,6 @@ from dataclasses import dataclass
 
 import torch
 
-from inferlab.flash.traffic import GPU_PRESETS
-
 # --8<-- [start:presets]
 GB = 1e9  # bandwidths are quoted in decimal GB/s (vLLM's cpu_offload_gb itself counts GiB)
 BYTES_PER_WEIGHT = 2  # fp16 or bf16 weights
@@ -48,16 +46,13 @@ class OffloadSpec:
 
 OFFLOAD_PRESETS = {
     # T4 data sheet: 16 GB GDDR6 at 320 GB/s; PCIe Gen3 x16 (32 GB/s both directions, so 16 one way;
-    # 8 GT/s x 16 lanes x 128/130 encoding = 15.75 GB/s). Colab's free GPU. Peak FP16 as in the
-    # FlashAttention pages' presets (inferlab.flash.traffic.GPU_PRESETS, from the same data sheets).
-    "T4": OffloadSpec(
-        "T4", 320.0, 15.75, 16.0, "NVIDIA T4 data sheet (2019); PCI-SIG PCIe 3.0", GPU_PRESETS["T4"].fp16_tflops
-    ),
+    # 8 GT/s x 16 lanes x 128/130 encoding = 15.75 GB/s). Colab's free GPU. 65 TFLOP/s FP16 Tensor
+    # Core, as in the FlashAttention pages' presets (a test keeps the two equal).
+    "T4": OffloadSpec("T4", 320.0, 15.75, 16.0, "NVIDIA T4 data sheet (2019); PCI-SIG PCIe 3.0", 65.0),
     # H200 data sheet (SXM): 141 GB HBM3e at 4.8 TB/s; PCIe Gen5 x16 (128 GB/s both directions,
     # 32 GT/s x 16 lanes x 128/130 = 63 GB/s one way) to an x86 host.
-    "H200": OffloadSpec(
-        "H200", 4800.0, 63.0, 141.0, "NVIDIA H200 data sheet (2024); PCI-SIG PCIe 5.0", GPU_PRESETS["H200"].fp16_tflops
-    ),
+    # 989 TFLOP/s dense FP16/BF16 Tensor Core (1,979 with sparsity).
+    "H200": OffloadSpec("H200", 4800.0, 63.0, 141.0, "NVIDIA H200 data sheet (2024); PCI-SIG PCIe 5.0", 989.0),
 }
 # --8<-- [end:presets]
 
