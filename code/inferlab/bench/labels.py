@@ -414,11 +414,16 @@ FIGURE_TEXT: dict[str, str] = {
     "draft argmax = target argmax": "草稿的 argmax = 目標模型的 argmax",
 }
 
+
 # Labels and figure text with numbers from a result file in them: (English pattern, zh-TW template).
 # Each group is translated in turn (so "no filter (8192 kept)" becomes "不過濾（保留 8192 個）").
-PATTERNS: list[tuple[re.Pattern, str]] = [
-    (re.compile(pattern, re.DOTALL), template)
-    for pattern, template in [
+def compiled(pairs: list[tuple[str, str]]) -> list[tuple[re.Pattern, str]]:
+    """Return (English pattern, zh-TW template) pairs with each pattern compiled (``.`` matches newlines)."""
+    return [(re.compile(pattern, re.DOTALL), template) for pattern, template in pairs]
+
+
+PATTERNS: list[tuple[re.Pattern, str]] = compiled(
+    [
         (r"chain ([\d-]+)", "鏈 {0}"),
         (r"tree ([\d-]+)", "樹 {0}"),
         (r"(code|comment|docstring|prose|benchmark): (.+)", "{0}：{1}"),
@@ -459,7 +464,7 @@ PATTERNS: list[tuple[re.Pattern, str]] = [
         (r"(\d+)-step mean, on the target's own continuations", "{0} 步平均，在目標模型自己的接續上"),
         (r"full blocks of (\d+) tokens, in prompt order", "完整區塊（每塊 {0} 個詞元），依提示順序"),
     ]
-]
+)
 
 
 # ---- diagrams: flash/paged (issue 17; inferlab.diagrams.flash and .paged, and their worked example) ----
@@ -502,9 +507,8 @@ FIGURE_TEXT.update(
         "partial": "未滿",
     }
 )
-PATTERNS += [
-    (re.compile(pattern, re.DOTALL), template)
-    for pattern, template in [
+PATTERNS += compiled(
+    [
         (r"1–(\d+): order of computation", "1–{0}：計算的順序"),
         (r"warp (\d+)", "warp {0}"),
         (r"warpgroup (\d+)", "warpgroup {0}"),
@@ -514,7 +518,7 @@ PATTERNS += [
         (r"(hit|miss|partial): (\d+)", "{0}：{1}"),
         (r"tokens (\d+)–(\d+): the same as before, but", "詞元 {0}–{1} 和之前相同，"),
     ]
-]
+)
 COLUMNS.update(
     {
         # flash_online_softmax_by_hand: one online-softmax step per tile
@@ -596,13 +600,12 @@ FIGURE_TEXT.update(
         "hidden: other branches": "看不到：其他分支",
     }
 )
-PATTERNS += [
-    (re.compile(pattern, re.DOTALL), template)
-    for pattern, template in [
+PATTERNS += compiled(
+    [
         (r"decode step (\d+)", "解碼第 {0} 步"),
         (r"depth (\d+)", "深度 {0}"),
     ]
-]
+)
 COLUMNS.update(
     {
         # decoding_worked_viterbi: three Viterbi steps by hand
@@ -661,9 +664,8 @@ FIGURE_TEXT.update(
         "under each block: its name (hash)": "每個區塊下方：它的名稱（雜湊）",
     }
 )
-PATTERNS += [
-    (re.compile(pattern, re.DOTALL), template)
-    for pattern, template in [
+PATTERNS += compiled(
+    [
         (r"call (\d+)", "第 {0} 次呼叫"),
         (r"\$W\$: (\d+) bytes, read once", "$W$：{0} 位元組，只讀一次"),
         (r"(\d+) FLOPs", "{0} 次浮點運算"),
@@ -682,7 +684,7 @@ PATTERNS += [
         (r"head (\d+)", "注意力頭 {0}"),
         (r"blocks of (\d+) tokens; · a space, ↵ a newline", "每個區塊 {0} 個詞元；· 是空格，↵ 是換行"),
     ]
-]
+)
 COLUMNS.update(
     {
         # paged_worked_offload: one decoding step with part of the weights offloaded, by hand
