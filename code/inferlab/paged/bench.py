@@ -332,9 +332,9 @@ def plot_multiturn() -> None:
 
 
 def plot_throughput() -> None:
-    from inferlab.paged.labs import THROUGHPUT_METHODS
-
     from matplotlib.ticker import ScalarFormatter
+
+    from inferlab.paged.labs import THROUGHPUT_METHODS
 
     plt = _plt()
     v = read_result("paged_throughput")["values"]

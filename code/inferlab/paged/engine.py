@@ -34,6 +34,11 @@ from inferlab.paged.attention import (
 from inferlab.paged.blocks import BlockManager, OutOfBlocksError
 
 
+def as_decoder(model) -> LlamaDecoder:
+    """Return the engine's model: the LlamaDecoder itself, or one built once from a transformers model."""
+    return model if isinstance(model, LlamaDecoder) else LlamaDecoder.from_pretrained(model)
+
+
 def available_memory(device: torch.device) -> int | None:
     """Return the bytes free on a device (CUDA: free GPU memory; CPU: available RAM), None if unknown."""
     if device.type == "cuda":
@@ -114,7 +119,7 @@ class MiniEngine:
         if eos_token_id is not None:
             require_int(eos_token_id, "eos_token_id", minimum=0)
         self.blocks = BlockManager(num_blocks, block_size, enable_prefix_caching)  # checks them, before any model
-        self.model = model if isinstance(model, LlamaDecoder) else LlamaDecoder.from_pretrained(model)
+        self.model = as_decoder(model)
         check_cache_fits(self.model, num_blocks, block_size)
         self.block_size = block_size
         self.max_batch_size = max_batch_size

@@ -16,11 +16,11 @@ from typing import Any
 
 import torch
 
-from inferlab.bench import SPREAD_LIMIT, garbage_collector_off, spread
+from inferlab.bench import SPREAD_LIMIT, garbage_collector_off, spread, time_interleaved
 from inferlab.checks import require_int
 from inferlab.kvcache.decoder import LlamaDecoder
 from inferlab.paged.blocks import BlockManager, hash_chain
-from inferlab.paged.engine import MiniEngine
+from inferlab.paged.engine import MiniEngine, as_decoder
 
 # --8<-- [start:document]
 INSTRUCTION = "# Read the harbour log below, then answer each question with one line of Python.\n"
@@ -91,11 +91,6 @@ def block_hits(manager: BlockManager, token_ids: list[int]) -> list[bool]:
 # Every time below is taken next to transformers running the same work in the same loop, so that
 # a busy machine slows both alike and the ratio stays honest; each figure keeps its spread
 # (slowest / fastest repeat), and python -m inferlab.paged.bench refuses to write an unsteady one.
-
-
-def as_decoder(model) -> LlamaDecoder:
-    """Return the engine's model: the LlamaDecoder itself, or one built once from a transformers model."""
-    return model if isinstance(model, LlamaDecoder) else LlamaDecoder.from_pretrained(model)
 
 
 @torch.inference_mode()
@@ -271,17 +266,16 @@ def rounds_for(call, min_seconds: float) -> int:
 MAX_ATTEMPTS = 3
 
 
-def time_methods(runners: dict, rounds: dict, repeats: int) -> dict[str, list[float]]:
-    """Return each method's seconds over ``repeats``, the methods interleaved so noise hits all alike."""
-    seconds = {method: [] for method in runners}
-    for _ in range(repeats):
-        for method, (run, _) in runners.items():
-            with garbage_collector_off():
-                start = time.perf_counter()
-                for _ in range(rounds[method]):
-                    run()
-                seconds[method].append(time.perf_counter() - start)
-    return seconds
+def time_methods(runners: dict, rounds: dict, repeats: int) -> dict[str, dict[str, float]]:
+    """Return each method's median/min/max seconds over ``repeats``, interleaved (time_interleaved)."""
+    calls = {method: repeat_call(run, rounds[method]) for method, (run, _) in runners.items()}
+    with garbage_collector_off():
+        return time_interleaved(calls, repeat=repeats, warmup=0)
+
+
+def repeat_call(run, times: int):
+    """Return a call that runs ``run`` ``times`` times over (one timed call of several rounds)."""
+    return lambda: [run() for _ in range(times)]
 
 
 def throughput_lab(
@@ -309,17 +303,16 @@ def throughput_lab(
         # repeats differ by more than SPREAD_LIMIT is measured again (at most MAX_ATTEMPTS times),
         # and the number of attempts is kept in the result beside the spreads.
         for attempt in range(1, MAX_ATTEMPTS + 1):  # noqa: B007 (attempt is recorded below)
-            seconds = time_methods(runners, rounds, repeats)
-            if max(spread(times) for times in seconds.values()) <= SPREAD_LIMIT:
+            timings = time_methods(runners, rounds, repeats)
+            spreads = {method: spread([t["min_s"], t["max_s"]]) for method, t in timings.items()}
+            if max(spreads.values()) <= SPREAD_LIMIT:
                 break
         row = {"requests": batch}
-        for method, times in seconds.items():
+        for method, timing in timings.items():
             tokens = rounds[method] * runners[method][1] * max_new_tokens
-            row[f"{method}_tokens_per_s"] = round(tokens / statistics.median(times), 1)
-        row["spread"] = max(spread(times) for times in seconds.values())
-        method_spreads.append(
-            {"requests": batch, "attempts": attempt} | {method: spread(times) for method, times in seconds.items()}
-        )
+            row[f"{method}_tokens_per_s"] = round(tokens / timing["median_s"], 1)
+        row["spread"] = max(spreads.values())
+        method_spreads.append({"requests": batch, "attempts": attempt} | spreads)
         rows.append(row)
         if progress:
             progress(batch)
