@@ -34,7 +34,8 @@ from inferlab.speculative import (
     tree_speculative_decode,
     verify_drafts,
 )
-from inferlab.speculative.tree import TreeModel, TreeNode
+from inferlab.speculative.alpha import fit_draft_temperature
+from inferlab.speculative.tree import DynamicTree, TreeModel, TreeNode, most_likely_subtree
 
 # A chi-square test at a fixed seed is deterministic; we demand p > 1e-3. To show the test has power,
 # the same samples must be far (total variation) from the draft's own, uncorrected distribution.
@@ -402,6 +403,101 @@ def test_wider_trees_need_fewer_target_calls_than_chains():
     assert tree.target_calls < chain.target_calls
 
 
+@pytest.mark.parametrize(
+    "shape", [DynamicTree(4, 4, 2), DynamicTree(6, 3, 3, temperature=0.3), DynamicTree(1, 1, 1), DynamicTree(9, 5, 2)]
+)
+def test_dynamic_tree_decoding_equals_plain_greedy(tiny_pair, shape):
+    target, draft = tiny_pair
+    prompt = torch.tensor([[2, 40, 60, 9]])
+    expected = greedy_generate(target, prompt, 25)
+    result = tree_speculative_decode(target, draft, prompt, 25, shape)
+    assert torch.equal(result.sequences, expected)
+    assert result.drafted <= shape.nodes * result.target_calls  # the target never checks more than `nodes`
+
+
+def test_dynamic_tree_on_table_models_equals_greedy_and_beats_the_chain_on_a_hesitant_draft():
+    """The draft of test_wider_trees...: where it hesitates, the dynamic tree branches and saves calls."""
+    target, draft = TableLM(6, seed=7, scale=2.0), TableLM(6, seed=7, scale=2.0)
+    draft.table = draft.table + torch.randn(draft.table.shape, generator=torch.Generator().manual_seed(8)) * 1.5
+    prompt = torch.tensor([[1, 2]])
+    chain = tree_speculative_decode(target, draft, prompt, 60, (1,) * 6)
+    tree = tree_speculative_decode(target, draft, prompt, 60, DynamicTree(6, 6, 3))
+    assert torch.equal(tree.sequences, greedy_generate(target, prompt, 60))
+    assert tree.target_calls < chain.target_calls
+
+
+def ancestor_closed(nodes: list[TreeNode], chosen: set[int]) -> bool:
+    return all(nodes[i].parent == -1 or nodes[i].parent in chosen for i in chosen)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_most_likely_subtree_is_the_best_ancestor_closed_subset(seed):
+    """Brute force: of every subset of the drafted nodes that keeps each node's parent, none has more
+    probability mass than the one kept (the expected tokens a calibrated draft gets accepted)."""
+    generator = torch.Generator().manual_seed(seed)
+    nodes, log_probs = [], []
+    for i in range(9):  # a random tree; a child's path is at most as likely as its parent's
+        parent = -1 if i < 2 else int(torch.randint(0, i, (1,), generator=generator))
+        step = (
+            float(torch.rand(1, generator=generator).log())
+            if seed % 2
+            else -float(torch.randint(0, 2, (1,), generator=generator))
+        )
+        nodes.append(TreeNode(100 + i, parent, 1 if parent == -1 else nodes[parent].depth + 1))
+        log_probs.append((0.0 if parent == -1 else log_probs[parent]) + step)  # seed even: ties of 0 steps
+    for keep in range(1, len(nodes) + 1):
+        kept = most_likely_subtree(nodes, log_probs, keep)
+        assert len(kept) == keep
+        assert all(node.parent < index for index, node in enumerate(kept))  # parents first, renumbered
+        mass = sum(math.exp(log_probs[n.token - 100]) for n in kept)
+        best = max(
+            sum(math.exp(log_probs[i]) for i in subset)
+            for subset in itertools.combinations(range(len(nodes)), keep)
+            if ancestor_closed(nodes, set(subset))
+        )
+        assert mass == pytest.approx(best)
+        # The renumbered tree is the original one: every kept node's parent token is its original parent's.
+        for node in kept:
+            original = nodes[node.token - 100]
+            assert (node.parent == -1) == (original.parent == -1)
+            if node.parent != -1:
+                assert kept[node.parent].token == nodes[original.parent].token
+
+
+def test_fit_draft_temperature_matches_the_closed_form():
+    """The target's greedy choice is token 0 three times in four, else token 1; the draft's logits are
+    always (s, 0, 0, 0). Maximum likelihood sets softmax(s/T)[0] = 3/4, so e^(s/T) = 9: T = s / ln 9."""
+
+    def target(ids):
+        choice = (torch.arange(ids.shape[1]) % 4 == 3).long()  # the position decides the argmax
+        return torch.nn.functional.one_hot(choice, 4).float()[None] * 5
+
+    def draft(ids):
+        return torch.tensor([2.0, 0.0, 0.0, 0.0]).expand(1, ids.shape[1], 4)
+
+    fitted = fit_draft_temperature(target, draft, [torch.tensor([[0]])], new_tokens=400)
+    grid_step = 10 ** (1 / 20)
+    assert 2 / math.log(9) / grid_step <= fitted <= 2 / math.log(9) * grid_step
+    with pytest.raises(ValueError, match="prompts must hold at least one"):
+        fit_draft_temperature(target, draft, [], new_tokens=4)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ((0, 2, 2), "DynamicTree nodes must be an integer >= 1"),
+        ((True, 2, 2), "DynamicTree nodes must be an integer >= 1"),
+        ((5, 2, 2), "DynamicTree nodes must be at most depth \\* width = 4"),
+        ((2, 2, 2, 0.0), "temperature must be a finite number > 0"),
+        ((2, 2, 2, float("nan")), "temperature must be a finite number > 0"),
+        ((2, 2, 2, "1"), "temperature must be a number > 0"),
+    ],
+)
+def test_dynamic_tree_refuses_bad_budgets(arguments, message):
+    with pytest.raises(ValueError, match=message):
+        DynamicTree(*arguments)
+
+
 class CallCounter:
     """A logits function that fails the test if an invalid call gets as far as running the model."""
 
@@ -450,7 +546,7 @@ def test_other_decoders_reject_bad_input():
         prompt_lookup_decode(CallCounter(), torch.tensor([[1, 2]]), 4, num_draft=0)
     with pytest.raises(ValueError, match="max_ngram must be an integer >= 1"):
         prompt_lookup_decode(CallCounter(), torch.tensor([[1, 2]]), 4, max_ngram=0)
-    with pytest.raises(ValueError, match="branching must be a non-empty sequence"):
+    with pytest.raises(ValueError, match="branching must be a DynamicTree or a non-empty sequence"):
         tree_speculative_decode(CallCounter(), CallCounter(), torch.tensor([[1, 2]]), 4, branching=(2, 0))
     with pytest.raises(ValueError, match="batch size must be 1"):
         tree_speculative_decode(CallCounter(), CallCounter(), torch.tensor([[1], [2]]), 4)
@@ -638,3 +734,17 @@ def test_verify_drafts_refuses_ids_outside_the_vocabulary():
         verify_drafts(p, p[:1], [-1])
     with pytest.raises(ValueError, match="p_rows must hold at least 2 rows"):
         verify_drafts(p[:1], p[:1], [0])
+
+
+def test_whole_run_speedup_is_the_paper_formula_without_a_prompt_and_adds_the_prompt_to_both_loops():
+    from inferlab.speculative.formulas import expected_run_speedup
+
+    for alpha, gamma, c in [(0.8, 4, 0.1), (0.5, 1, 0.0), (1.0, 3, 0.2)]:
+        paper = expected_speedup(alpha, gamma, c, verify=1.3)
+        assert expected_run_speedup(alpha, gamma, 100, gamma * c, 1.3, prompt=0.0) == pytest.approx(paper)
+    # By hand: alpha 0.5, gamma 1 gives 1.5 tokens per round, so 60 tokens take 40 rounds of 0.2 + 1.5.
+    assert expected_run_speedup(0.5, 1, 60, 0.2, 1.5, prompt=20, draft_prompt=2) == pytest.approx(80 / (22 + 40 * 1.7))
+    with pytest.raises(ValueError, match="new_tokens must be an integer >= 1"):
+        expected_run_speedup(0.5, 1, 0, 0.2, 1.5, prompt=1)
+    with pytest.raises(ValueError, match="prompt must be a finite number >= 0"):
+        expected_run_speedup(0.5, 1, 5, 0.2, 1.5, prompt=float("nan"))

@@ -103,3 +103,28 @@ def greedy_alpha(target: Any, draft: Any, input_ids: torch.Tensor, new_tokens: i
     """Return greedy alpha: the fraction of the target's greedy tokens that the draft's argmax predicts."""
     agree, total = greedy_agreement(target, draft, input_ids, new_tokens)
     return agree / total
+
+
+@torch.inference_mode()
+def fit_draft_temperature(target: Any, draft: Any, prompts: list[torch.Tensor], new_tokens: int) -> float:
+    """Return the temperature T that makes softmax(draft logits / T) best predict the target's greedy token.
+
+    Temperature scaling (Guo et al. 2017, "On Calibration of Modern Neural Networks"): one number,
+    fitted by maximum likelihood on the target's greedy paths from ``prompts``. A draft distilled on
+    the target's *soft* labels spreads its probability like the target's sampling distribution, but
+    greedy verification accepts a token only when it is the target's argmax, which is far more
+    predictable; so T comes out below 1. Dynamic token trees rank paths with the calibrated
+    probabilities (:class:`inferlab.speculative.tree.DynamicTree`).
+    """
+    if not prompts:
+        raise ValueError("prompts must hold at least one (1, T) tensor of token ids, got none")
+    draft_logits, target_choice = [], []
+    for ids in prompts:
+        path = greedy_path(target, ids, new_tokens)
+        predicting = slice(ids.shape[1] - 1, path.shape[1] - 1)
+        target_choice.append(as_logits_fn(target)(path)[0, predicting].argmax(-1))
+        draft_logits.append(as_logits_fn(draft)(path)[0, predicting].float())
+    logits, choice = torch.cat(draft_logits), torch.cat(target_choice)
+    grid = torch.logspace(-2, 1, 61).tolist()  # 0.01 .. 10, 20 points per decade: fine enough for ranking
+    losses = [torch.nn.functional.cross_entropy(logits / t, choice).item() for t in grid]
+    return grid[losses.index(min(losses))]

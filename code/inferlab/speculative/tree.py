@@ -7,10 +7,16 @@ attention mask*: each node attends to the shared prefix (whose keys and values a
 and to its own ancestors in the tree, never to its siblings or cousins, and gets the position id
 of its depth. Greedy verification then walks down from the root, following the child that equals
 the target's argmax, and stops where no child does; the output is the target's greedy output.
+
+A tree of fixed shape spends its nodes the same way every round. A *dynamic* tree (EAGLE-2, Li et
+al. 2024) lets the draft's own confidence decide: at each depth it keeps the few partial paths the
+draft thinks most likely, and the target checks the ``nodes`` most likely of everything drafted.
+When the draft is sure, that is a long chain; where it hesitates, the tree branches there.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -96,15 +102,48 @@ class TreeModel(IncrementalModel):
         self.nodes_cached = 0
 
 
+@dataclass(frozen=True)
+class DynamicTree:
+    """A dynamic tree's budget: ``nodes`` checked by the target, drafted ``depth`` deep, ``width`` paths kept per depth.
+
+    Paths are ranked by the draft's probabilities at ``temperature`` (logits / temperature): 1 takes
+    the draft as it is; a fitted value (:func:`inferlab.speculative.alpha.fit_draft_temperature`)
+    makes them match how often the target's greedy choice really is the draft's token.
+    """
+
+    nodes: int
+    depth: int
+    width: int
+    temperature: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in ("nodes", "depth", "width"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"DynamicTree {name} must be an integer >= 1, got {value!r}")
+        if isinstance(self.temperature, bool) or not isinstance(self.temperature, (int, float)):
+            raise ValueError(f"DynamicTree temperature must be a number > 0, got {self.temperature!r}")
+        if not math.isfinite(self.temperature) or self.temperature <= 0:
+            raise ValueError(f"DynamicTree temperature must be a finite number > 0, got {self.temperature!r}")
+        if self.nodes > self.depth * self.width:
+            raise ValueError(
+                f"DynamicTree nodes must be at most depth * width = {self.depth * self.width} "
+                f"(only that many are drafted), got {self.nodes}"
+            )
+
+
 def check_branching(branching: Any) -> None:
-    """Raise ValueError unless branching is a non-empty sequence of integers >= 1."""
+    """Raise ValueError unless branching is a DynamicTree or a non-empty sequence of integers >= 1."""
+    if isinstance(branching, DynamicTree):
+        return
     if (
         not isinstance(branching, Sequence)
         or not branching
         or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in branching)
     ):
         raise ValueError(
-            f"branching must be a non-empty sequence of integers >= 1 (children per node at each depth), got {branching!r}"
+            "branching must be a DynamicTree or a non-empty sequence of integers >= 1 "
+            f"(children per node at each depth), got {branching!r}"
         )
 
 
@@ -137,6 +176,45 @@ def draft_tree(draft: TreeModel, ids: torch.Tensor, branching: Sequence[int]) ->
 # --8<-- [end:build_tree]
 
 
+# --8<-- [start:dynamic_tree]
+def draft_dynamic_tree(draft: TreeModel, ids: torch.Tensor, shape: DynamicTree) -> list[TreeNode]:
+    """Return the ``shape.nodes`` drafted tokens whose whole path the draft finds most likely (EAGLE-2)."""
+    nodes: list[TreeNode] = []
+    log_probs: list[float] = []  # of each node's whole path under the draft
+    frontier, frontier_log_probs = [-1], [0.0]
+    for depth in range(1, shape.depth + 1):
+        rows = draft.tree_logits(ids, nodes, [] if depth == 1 else frontier)[-len(frontier) :]
+        next_token_log_probs = (rows / shape.temperature).log_softmax(-1)
+        candidates = []  # (path log-probability, parent, token): width children of every frontier node
+        for parent, base, row in zip(frontier, frontier_log_probs, next_token_log_probs, strict=True):
+            best = row.topk(shape.width)
+            candidates += [
+                (base + lp, parent, t) for lp, t in zip(best.values.tolist(), best.indices.tolist(), strict=True)
+            ]
+        candidates.sort(key=lambda c: -c[0])
+        frontier, frontier_log_probs = [], []
+        for log_prob, parent, token in candidates[: shape.width]:  # grow only the likeliest paths
+            nodes.append(TreeNode(token, parent, depth))
+            log_probs.append(log_prob)
+            frontier.append(len(nodes) - 1)
+            frontier_log_probs.append(log_prob)
+    return most_likely_subtree(nodes, log_probs, shape.nodes)
+
+
+def most_likely_subtree(nodes: list[TreeNode], log_probs: list[float], keep: int) -> list[TreeNode]:
+    """Return the ``keep`` likeliest nodes, renumbered; a path is never likelier than its parent's, so
+    with ties broken by depth every kept node's parent is kept too."""
+    chosen = sorted(sorted(range(len(nodes)), key=lambda i: (-log_probs[i], nodes[i].depth))[:keep])
+    new_index = {old: new for new, old in enumerate(chosen)}
+    return [
+        TreeNode(nodes[i].token, new_index[nodes[i].parent] if nodes[i].parent >= 0 else -1, nodes[i].depth)
+        for i in chosen
+    ]
+
+
+# --8<-- [end:dynamic_tree]
+
+
 # --8<-- [start:walk_tree]
 def accept_greedy_path(nodes: list[TreeNode], root_row: torch.Tensor, node_rows: torch.Tensor) -> list[int]:
     """Return the tokens kept: follow the child equal to the target's argmax, then add its own token."""
@@ -153,20 +231,43 @@ def accept_greedy_path(nodes: list[TreeNode], root_row: torch.Tensor, node_rows:
 # --8<-- [end:walk_tree]
 
 
+def tree_cache_room(branching: Sequence[int] | DynamicTree) -> int:
+    """Return how many tree nodes a model's cache may have to hold at once."""
+    if isinstance(branching, DynamicTree):
+        return branching.depth * branching.width
+    return sum(tree_level_sizes(branching))
+
+
+def draft_any_tree(draft: TreeModel, ids: torch.Tensor, branching: Sequence[int] | DynamicTree, depth: int):
+    """Return a fixed-shape or dynamic tree, at most ``depth`` deep (the tokens still to generate)."""
+    if isinstance(branching, DynamicTree):
+        shallower = min(branching.depth, depth)
+        nodes = min(branching.nodes, shallower * branching.width)
+        return draft_dynamic_tree(draft, ids, DynamicTree(nodes, shallower, branching.width, branching.temperature))
+    return draft_tree(draft, ids, branching[:depth])
+
+
 def tree_speculative_decode(
-    target: Any, draft: Any, input_ids: torch.Tensor, max_new_tokens: int, branching: Sequence[int] = (2, 2, 1, 1)
+    target: Any,
+    draft: Any,
+    input_ids: torch.Tensor,
+    max_new_tokens: int,
+    branching: Sequence[int] | DynamicTree = (2, 2, 1, 1),
 ) -> SpeculativeResult:
-    """Return the target's greedy continuation, drafted as a token tree and verified one tree per target call."""
+    """Return the target's greedy continuation, drafted as a token tree and verified one tree per target call.
+
+    ``branching`` is a fixed shape (children per node at each depth) or a :class:`DynamicTree` budget.
+    """
     check_decode_args(input_ids, max_new_tokens)
     check_branching(branching)
     # The cache holds the prefix and then a whole tree: room for max_new_tokens plus one tree.
-    check_models_fit(target, draft, input_ids, max_new_tokens, extra=sum(tree_level_sizes(branching)))
+    check_models_fit(target, draft, input_ids, max_new_tokens, extra=tree_cache_room(branching))
     target_model, draft_model = TreeModel(target, "target"), TreeModel(draft, "draft")
     ids = input_ids.cpu()
     result = SpeculativeResult(ids, prompt_length=ids.shape[1])
     while ids.shape[1] - result.prompt_length < max_new_tokens:
         budget = max_new_tokens - (ids.shape[1] - result.prompt_length) - 1
-        nodes = draft_tree(draft_model, ids, branching[:budget]) if budget else []
+        nodes = draft_any_tree(draft_model, ids, branching, budget) if budget else []
         logits = target_model.tree_logits(ids, nodes, list(range(len(nodes))))
         root_row, node_rows = logits[-len(nodes) - 1], logits[len(logits) - len(nodes) :]
         kept = accept_greedy_path(nodes, root_row, node_rows)
