@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from inferlab.bench import repo_root, spread, write_result
+from inferlab.bench import repo_root, spread, time_interleaved, write_result
 from inferlab.bench.figures import save_figure
 from inferlab.kvcache import LlamaDecoder, generate_cached
 from inferlab.models import load_pair, load_tokenizer
@@ -178,20 +178,6 @@ def plain_greedy(model, ids: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
     return ids
 
 
-def step_seconds(model, ids: torch.Tensor, new_tokens: int, repeat: int) -> float:
-    """Return the median time of one cached forward over ``new_tokens`` tokens after ``ids``."""
-    runner = IncrementalModel(model)
-    runner.new_logits(ids)
-    extra = torch.zeros(1, new_tokens, dtype=torch.long)
-    seconds = []
-    for _ in range(repeat + 2):
-        start = time.perf_counter()
-        runner.new_logits(torch.cat([ids, extra], 1))
-        seconds.append(time.perf_counter() - start)
-        runner.rollback(ids.shape[1])
-    return statistics.median(seconds[2:])  # the first two warm up
-
-
 def hf_generate(model, ids: torch.Tensor, max_new_tokens: int, **kwargs) -> torch.Tensor:
     """Return transformers' own greedy ``generate`` output (no early stop at end-of-text)."""
     with torch.inference_mode():
@@ -242,55 +228,60 @@ def method_runs(pairs: dict, ids: torch.Tensor, max_new: int, gamma: int) -> dic
     }
 
 
-def drafting_seconds(target, draft, ids: torch.Tensor, gamma: int, repeat: int) -> float:
-    """Return the median time of gamma one-token draft steps taken right after a target call over
-    gamma + 1 tokens, as in a real round.
+def cost_timers(target, draft, ids: torch.Tensor, gammas: list[int]) -> dict:
+    """Return callables for every cost the prediction needs; each leaves both caches as it found them.
 
-    Timed alone, a draft step finds its weights in the CPU's caches; in a round the target has just
-    streamed its own weights through them, so the first draft step reads the draft's from memory again.
+    - ``target step``, ``draft step``: one token after ``ids``;
+    - ``verify g``: the target's call over g + 1 tokens;
+    - ``round g``: a whole round as the decoder runs it, that call and then g one-token draft steps
+      (right after the target, whose weights have just pushed the draft's out of the CPU caches);
+    - ``prompt target``, ``prompt draft``: reading the prompt into an empty cache, as every run does once.
     """
     target_runner, draft_runner = IncrementalModel(target), IncrementalModel(draft)
     target_runner.new_logits(ids)
     draft_runner.new_logits(ids)
-    checked = torch.cat([ids, torch.zeros(1, gamma + 1, dtype=torch.long)], 1)
-    seconds = []
-    for _ in range(repeat + 2):
-        target_runner.new_logits(checked)
-        target_runner.rollback(ids.shape[1])
-        grown, start = ids, time.perf_counter()
-        for _ in range(gamma):
-            grown = torch.cat([grown, torch.zeros(1, 1, dtype=torch.long)], 1)
-            draft_runner.new_logits(grown)
-        seconds.append(time.perf_counter() - start)
+
+    def read_and_forget(runner: IncrementalModel, extra: int) -> None:
+        runner.new_logits(torch.cat([ids, torch.zeros(1, extra, dtype=torch.long)], 1))
+        runner.rollback(ids.shape[1])
+
+    def one_round(gamma: int) -> None:
+        read_and_forget(target_runner, gamma + 1)
+        for drafted in range(1, gamma + 1):
+            draft_runner.new_logits(torch.cat([ids, torch.zeros(1, drafted, dtype=torch.long)], 1))
         draft_runner.rollback(ids.shape[1])
-    return statistics.median(seconds[2:])  # the first two warm up
 
-
-def prompt_seconds(model, ids: torch.Tensor, repeat: int) -> float:
-    """Return the median time of reading the whole prompt into an empty cache (once per run, in every loop)."""
-    seconds = []
-    for _ in range(repeat + 1):
-        runner = IncrementalModel(model)
-        start = time.perf_counter()
-        runner.new_logits(ids)
-        seconds.append(time.perf_counter() - start)
-    return statistics.median(seconds[1:])
+    timers = {
+        "target step": lambda: read_and_forget(target_runner, 1),
+        "draft step": lambda: read_and_forget(draft_runner, 1),
+        "prompt target": lambda: IncrementalModel(target).new_logits(ids),
+        "prompt draft": lambda: IncrementalModel(draft).new_logits(ids),
+    }
+    for gamma in gammas:
+        timers[f"verify {gamma}"] = lambda gamma=gamma: read_and_forget(target_runner, gamma + 1)
+        timers[f"round {gamma}"] = lambda gamma=gamma: one_round(gamma)
+    return timers
 
 
 def runtime_costs(pairs: dict, ids: torch.Tensor, gammas: list[int], repeat: int) -> dict:
     """Return each runtime's step times and c, and in target steps: checking gamma + 1 tokens, drafting
-    gamma tokens within a round, and reading the prompt (target and draft)."""
+    gamma tokens within a round, and reading the prompt (target and draft).
+
+    Every cost is timed round-robin with every other (``time_interleaved``), so that a slow spell of
+    the machine hits them all alike instead of one gamma.
+    """
     costs = {}
     for runtime, (target, draft) in pairs.items():
-        target_step = step_seconds(target, ids, 1, 10 * repeat)
-        draft_step = step_seconds(draft, ids, 1, 10 * repeat)
-        costs[runtime] = {"target_step": target_step, "draft_step": draft_step, "c": draft_step / target_step}
-        costs[runtime]["verify"] = {g: step_seconds(target, ids, g + 1, 5 * repeat) / target_step for g in gammas}
-        costs[runtime]["drafting"] = {
-            g: drafting_seconds(target, draft, ids, g, 5 * repeat) / target_step for g in gammas
+        median = {
+            name: timing["median_s"]
+            for name, timing in time_interleaved(cost_timers(target, draft, ids, gammas), 10 * repeat, 2).items()
         }
-        costs[runtime]["prompt"] = prompt_seconds(target, ids, repeat) / target_step
-        costs[runtime]["draft_prompt"] = prompt_seconds(draft, ids, repeat) / target_step
+        step = median["target step"]
+        costs[runtime] = {"target_step": step, "draft_step": median["draft step"], "c": median["draft step"] / step}
+        costs[runtime]["verify"] = {g: median[f"verify {g}"] / step for g in gammas}
+        costs[runtime]["drafting"] = {g: (median[f"round {g}"] - median[f"verify {g}"]) / step for g in gammas}
+        costs[runtime]["prompt"] = median["prompt target"] / step
+        costs[runtime]["draft_prompt"] = median["prompt draft"] / step
     return costs
 
 
