@@ -622,6 +622,22 @@ def test_decoder_fast_path_never_recomputes_a_prefix(tiny_pair):
     assert result.rounds > 1 and result.drafted > 0
 
 
+@pytest.mark.parametrize("shape", [(2, 1, 1), (3, 2), DynamicTree(6, 5, 2, temperature=0.5)])
+def test_tree_decoding_on_the_decoder_keeps_the_accepted_branch_and_never_rereads_it(tiny_pair, shape):
+    """The target moves the accepted branch's keys into place, so each call reads only the token the
+    target added last round and the new tree; the output equals transformers' own greedy generate."""
+    target, draft = decoder_pair(tiny_pair)
+    prompt = torch.tensor([[5, 17, 3, 42, 8]])
+    with torch.no_grad():
+        expected = tiny_pair[0].generate(prompt, max_new_tokens=30, do_sample=False, min_new_tokens=30)
+    target.reset_counts()
+    result = tree_speculative_decode(target, draft, prompt, 30, shape)
+    assert torch.equal(result.sequences, expected)
+    fed = prompt.shape[1] + result.drafted + (result.rounds - 1)  # the prompt, every node, one token per later round
+    assert target.keys_computed == target.num_layers * fed
+    assert result.accepted > 0  # some branch was kept, so the moved keys were used
+
+
 @pytest.mark.parametrize("seed", [0, 3])
 def test_decoder_sampling_matches_the_transformers_pair_draw_for_draw(tiny_pair, seed):
     target, draft = decoder_pair(tiny_pair)
@@ -748,3 +764,52 @@ def test_whole_run_speedup_is_the_paper_formula_without_a_prompt_and_adds_the_pr
         expected_run_speedup(0.5, 1, 0, 0.2, 1.5, prompt=1)
     with pytest.raises(ValueError, match="prompt must be a finite number >= 0"):
         expected_run_speedup(0.5, 1, 5, 0.2, 1.5, prompt=float("nan"))
+
+
+@pytest.fixture(scope="module")
+def bundled_pairs():
+    from inferlab.models import bundled_available, load_pair
+
+    if not bundled_available():
+        pytest.skip("the bundled pair is not trained yet")
+    pairs = {backend: load_pair(backend=backend) for backend in ("inferlab", "transformers")}
+    for model in pairs["transformers"][:2]:
+        model.generation_config.eos_token_id = None
+        model.generation_config.pad_token_id = 0
+    return {backend: models[:2] for backend, models in pairs.items()}, pairs["inferlab"][2]
+
+
+def test_gamma_sweep_predicts_each_run_from_its_own_measured_costs(bundled_pairs):
+    """A tiny sweep: every row's whole-run prediction is the closed form at the costs the run recorded."""
+    from inferlab.speculative import bench
+    from inferlab.speculative.formulas import expected_run_speedup
+
+    pairs, tokenizer = bundled_pairs
+    record = bench.sweep_regime(pairs, tokenizer, "short", [1, 2], repeat=1, new_tokens=6)
+    assert record["outputs_identical_to_greedy"]
+    costs = bench.runtime_costs(pairs, tokenizer(bench.SHORT_PROMPT, return_tensors="pt").input_ids, [1], 1)
+    assert (
+        costs["inferlab"]["verify"][1] > 0 and costs["inferlab"]["drafting"][1] > 0 and costs["inferlab"]["prompt"] > 0
+    )
+    for row in (r for r in record["rows"] if r["method"] == "ours_speculative"):
+        assert row["measured_over_predicted"] == pytest.approx(
+            row["speedup_same_runtime"] / row["predicted_whole_run"], abs=2e-3
+        )
+    assert expected_run_speedup(record["alpha"], 1, 6, 0.0, 1.0, prompt=0.0) == pytest.approx(
+        expected_tokens_per_step(record["alpha"], 1)
+    )
+
+
+def test_tree_experiment_compares_equal_budgets_and_keeps_greedy_output(bundled_pairs):
+    from inferlab.speculative import bench
+
+    pairs, tokenizer = bundled_pairs
+    values = bench.tree_experiment(pairs, tokenizer, repeat=1, new_tokens=4)
+    assert values["outputs_identical_to_greedy"]
+    assert 0 < values["draft_temperature"] <= 10
+    rows = {r["shape"]: r for r in values["rows"]}
+    for budget in values["same_budget"]:
+        nodes = budget["nodes"]
+        assert rows[f"chain {nodes}"]["nodes_per_tree"] == rows[f"dynamic {nodes}"]["nodes_per_tree"] == nodes
+        assert budget["dynamic / chain"] == pytest.approx(budget["dynamic tree"] / budget["chain"], abs=2e-3)
+    assert rows["fixed 2-2-1"]["nodes_per_tree"] == 2 + 4 + 4

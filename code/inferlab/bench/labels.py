@@ -141,6 +141,8 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "target verify / step": ("target verify ÷ one step", "目標模型驗證 ÷ 一步"),
     "drafting in a round / step": ("γ draft steps in a round ÷ one target step", "一輪中 γ 個草稿步 ÷ 目標模型一步"),
     "predicted, whole run measured": ("predicted, whole run measured", "預測（整次執行皆為實測成本）"),
+    "target calls, counted": ("target calls, counted", "目標模型呼叫次數（實際）"),
+    "target calls, formula": ("target calls, formula's expectation", "目標模型呼叫次數（公式期望值）"),
     "predicted_whole_run_at_best_gamma": (
         "predicted at that γ, whole run measured",
         "該 γ 的預測加速（整次執行實測成本）",

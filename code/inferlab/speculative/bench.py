@@ -32,7 +32,7 @@ from inferlab.bench.figures import save_figure
 from inferlab.kvcache import LlamaDecoder, generate_cached
 from inferlab.models import load_pair, load_tokenizer
 from inferlab.speculative.alpha import UNSEEN_PROMPTS, fit_draft_temperature, greedy_alpha
-from inferlab.speculative.formulas import expected_run_speedup, expected_speedup
+from inferlab.speculative.formulas import expected_run_speedup, expected_speedup, expected_tokens_per_step
 from inferlab.speculative.prompt_lookup import prompt_lookup_decode
 from inferlab.speculative.runner import IncrementalModel
 from inferlab.speculative.sampler import speculative_sample
@@ -403,13 +403,14 @@ def summarize(regime, rows, alpha, run_alpha, costs, plain, plain_seconds, max_n
         "best_gamma_prompt_lookup": lookup["gamma"],
         "best_speedup_prompt_lookup": lookup["speedup"],
         "max_spread": max(r["spread"] for r in rows),
-        "by_gamma": [by_gamma(rows, gamma, costs) for gamma in sorted({r["gamma"] for r in rows})],
+        "by_gamma": [by_gamma(rows, gamma, costs, alpha, max_new) for gamma in sorted({r["gamma"] for r in rows})],
         "rows": rows,
     }
 
 
-def by_gamma(rows: list[dict], gamma: int, costs: dict) -> dict:
-    """Return one table row: every method's speed-up at one gamma, beside the predicted one."""
+def by_gamma(rows: list[dict], gamma: int, costs: dict, alpha: float, new_tokens: int) -> dict:
+    """Return one table row: every method's speed-up at one gamma, beside the predicted one, and the
+    target calls our run needed beside the formula's expectation (acceptance as independent coin tosses)."""
     at = {r["method"]: r for r in rows if r["gamma"] == gamma}
     return {
         "gamma": gamma,
@@ -423,6 +424,8 @@ def by_gamma(rows: list[dict], gamma: int, costs: dict) -> dict:
         "transformers prompt lookup": at["hf_prompt_lookup"]["speedup"],
         "target verify / step": round(costs["inferlab"]["verify"][gamma], 3),
         "drafting in a round / step": round(costs["inferlab"]["drafting"][gamma], 3),
+        "target calls, counted": at["ours_speculative"]["target_calls"],
+        "target calls, formula": round(new_tokens / expected_tokens_per_step(alpha, gamma), 1),
     }
 
 

@@ -101,6 +101,24 @@ class TreeModel(IncrementalModel):
         super().rollback(min(length, self.seen))
         self.nodes_cached = 0
 
+    def keep_path(self, prefix_length: int, path: list[int]) -> None:
+        """Keep the accepted nodes ``path`` (root to leaf) as if read in order after the prefix; drop the rest.
+
+        On inferlab's decoder their keys and values move into the slots right after the prefix: a node
+        at depth d was read at position prefix_length - 1 + d, which is exactly the slot it moves to,
+        so the moved keys are the ones a plain read would have computed and no token is read twice.
+        Other models (and nodes this model never read) forget the tree and read the path again.
+        """
+        if self.kind != "decoder" or any(i >= self.nodes_cached for i in path):
+            self.rollback(prefix_length)
+            return
+        slots = torch.tensor([prefix_length + i for i in path], dtype=torch.long)
+        moved = slice(prefix_length, prefix_length + len(path))
+        self.cache.keys[:, :, :, moved] = self.cache.keys[:, :, :, slots]  # indexing copies first: no overlap
+        self.cache.values[:, :, :, moved] = self.cache.values[:, :, :, slots]
+        self.cache.length = self.seen = prefix_length + len(path)
+        self.nodes_cached = 0
+
 
 @dataclass(frozen=True)
 class DynamicTree:
@@ -231,6 +249,15 @@ def accept_greedy_path(nodes: list[TreeNode], root_row: torch.Tensor, node_rows:
 # --8<-- [end:walk_tree]
 
 
+def accepted_nodes(nodes: list[TreeNode], kept: list[int]) -> list[int]:
+    """Return the indices of the nodes on the accepted path (every kept token but the target's last one)."""
+    path, current = [], -1
+    for token in kept[:-1]:
+        current = next(i for i, n in enumerate(nodes) if n.parent == current and n.token == token)
+        path.append(current)
+    return path
+
+
 def tree_cache_room(branching: Sequence[int] | DynamicTree) -> int:
     """Return how many tree nodes a model's cache may have to hold at once."""
     if isinstance(branching, DynamicTree):
@@ -271,7 +298,9 @@ def tree_speculative_decode(
         logits = target_model.tree_logits(ids, nodes, list(range(len(nodes))))
         root_row, node_rows = logits[-len(nodes) - 1], logits[len(logits) - len(nodes) :]
         kept = accept_greedy_path(nodes, root_row, node_rows)
-        target_model.rollback(ids.shape[1])  # drop all tree nodes: the kept path is re-read next call
+        # The target keeps the accepted branch's keys (moved into place); the draft, cheap and holding
+        # another numbering of its nodes, forgets the tree and reads the kept tokens in its next call.
+        target_model.keep_path(ids.shape[1], accepted_nodes(nodes, kept))
         draft_model.rollback(ids.shape[1])
         ids = torch.cat([ids, torch.tensor([kept], dtype=torch.long)], 1)
         result.accepted += len(kept) - 1
