@@ -663,6 +663,8 @@ def save_phone_screenshot(phone, site_url, path, topic, lang):
                 .filter(e => getComputedStyle(e).clip === 'auto' && getComputedStyle(e).clipPath === 'none')
                 .map(e => e.scrollWidth - e.clientWidth))"""
         )
-        page_overflow = phone.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        page_overflow = phone.evaluate(
+            "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
+        )
         assert page_overflow <= 1, f"{path}: the page scrolls sideways by {page_overflow}px on a phone"
         assert overflow <= 1, f"{path}: calculator content overflows by {overflow}px"

@@ -139,7 +139,7 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "ours prompt lookup": ("ours, prompt lookup", "本站，提示查找"),
     "transformers prompt lookup": ("transformers, prompt lookup", "transformers，提示查找"),
     "target verify / step": ("target verify ÷ one step", "目標模型驗證 ÷ 一步"),
-    "drafting in a round / step": ("γ draft steps in a round ÷ one target step", "一輪中 γ 個草稿步 ÷ 目標模型一步"),
+    "round / step": ("a whole round ÷ one target step", "一整輪 ÷ 目標模型一步"),
     "predicted, whole run measured": ("predicted, whole run measured", "預測（整次執行皆為實測成本）"),
     "target calls, counted": ("target calls, counted", "目標模型呼叫次數（實際）"),
     "target calls, formula": ("target calls, formula's expectation", "目標模型呼叫次數（公式期望值）"),

@@ -52,23 +52,23 @@ def expected_speedup(alpha: float, gamma: int, c: float, verify: float = 1.0) ->
 
 
 def expected_run_speedup(
-    alpha: float, gamma: int, new_tokens: int, drafting: float, verify: float, prompt: float, draft_prompt: float = 0.0
+    alpha: float, gamma: int, new_tokens: int, round_cost: float, prompt: float, draft_prompt: float = 0.0
 ) -> float:
     """Return the expected speed-up of a whole run, prompt included, from costs measured in target steps.
 
     Both loops first read the prompt (``prompt`` target steps, plus ``draft_prompt`` for the draft).
     Plain decoding then takes ``new_tokens`` steps; speculative decoding takes new_tokens / E[tokens
-    per round] rounds of ``drafting`` (gamma draft steps) plus ``verify``. With no prompt and
-    drafting = gamma * c this is :func:`expected_speedup`.
+    per round] rounds, each costing ``round_cost`` (gamma draft steps and the check). With no prompt
+    and round_cost = gamma * c + verify this is :func:`expected_speedup`.
     """
-    for value, name in ((drafting, "drafting"), (verify, "verify"), (prompt, "prompt"), (draft_prompt, "draft_prompt")):
+    for value, name in ((round_cost, "round_cost"), (prompt, "prompt"), (draft_prompt, "draft_prompt")):
         _check_cost_ratio(value, name)
     if isinstance(new_tokens, bool) or not isinstance(new_tokens, int) or new_tokens < 1:
         raise ValueError(f"new_tokens must be an integer >= 1, got {new_tokens!r}")
-    if verify == 0:
-        raise ValueError("verify must be > 0: the target's check of the drafts takes some time")
+    if round_cost == 0:
+        raise ValueError("round_cost must be > 0: a round calls the target at least once")
     rounds = new_tokens / expected_tokens_per_step(alpha, gamma)
-    return (prompt + new_tokens) / (prompt + draft_prompt + rounds * (drafting + verify))
+    return (prompt + new_tokens) / (prompt + draft_prompt + rounds * round_cost)
 
 
 def best_gamma(alpha: float, c: float, max_gamma: int = 64) -> int:

@@ -61,6 +61,24 @@ def tree_attention_mask(prefix_length: int, nodes: list[TreeNode]) -> torch.Tens
 # --8<-- [end:tree_mask]
 
 
+def tree_mask_rows(prefix_length: int, nodes: list[TreeNode], rows: list[int]) -> torch.Tensor:
+    """Return the rows ``rows`` (consecutive node indices) of ``tree_attention_mask``, up to the last of them.
+
+    The same mask, built the fast way: the decoders call this every depth of every round, and one
+    indexed write is far cheaper than a Python-level write per (node, ancestor) pair.
+    """
+    row_index, column_index = [], []
+    for row, node in enumerate(rows):
+        while node != -1:  # the node itself, its parent, ... up to the root
+            row_index.append(row)
+            column_index.append(prefix_length + node)
+            node = nodes[node].parent
+    allowed = torch.zeros(len(rows), prefix_length + (rows[-1] + 1 if rows else 0), dtype=torch.bool)
+    allowed[:, :prefix_length] = True
+    allowed[row_index, column_index] = True
+    return allowed
+
+
 class TreeModel(IncrementalModel):
     """An incremental model that can also read tree nodes, each seeing only its own branch."""
 
@@ -85,7 +103,7 @@ class TreeModel(IncrementalModel):
         prefix_length, first_node = ids.shape[1], self.nodes_cached
         if feed != list(range(first_node, first_node + len(feed))) or (chain.shape[1] and first_node):
             raise RuntimeError("read the prefix first, then tree nodes in list order, each exactly once")
-        allowed_nodes = tree_attention_mask(prefix_length, nodes[: first_node + len(feed)])[first_node:]
+        allowed_nodes = tree_mask_rows(prefix_length, nodes, feed)
         # Unseen prefix tokens attend causally: token i of the chain sees cache slots 0 .. seen + i.
         allowed_chain = torch.ones(chain.shape[1], allowed_nodes.shape[1], dtype=torch.bool).tril(self.seen)
         allowed = torch.cat([allowed_chain, allowed_nodes])
