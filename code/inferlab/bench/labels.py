@@ -443,6 +443,7 @@ PATTERNS: list[tuple[re.Pattern, str]] = compiled(
         (r"chain ([\d-]+)", "鏈 {0}"),
         (r"tree ([\d-]+)", "樹 {0}"),
         (r"dynamic (\d+)", "動態樹 {0}"),
+        (r"dynamic (\d+), depth (\d+)", "動態樹 {0}，深度 {1}"),
         (r"fixed ([\d-]+)", "固定樹 {0}"),
         (r"(code|comment|docstring|prose|benchmark): (.+)", "{0}：{1}"),
         (r"(.+) \((\d+) kept\)", "{0}（保留 {1} 個）"),

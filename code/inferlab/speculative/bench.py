@@ -81,6 +81,9 @@ METHODS = ("ours_speculative", "ours_prompt_lookup", "hf_assisted", "hf_prompt_l
 TREE_BUDGETS = (4, 6, 8, 10, 12)
 TREE_WIDTH = 2  # paths a dynamic tree keeps growing at each depth
 FIXED_TREES = {"fixed 2-1-1-1": (2, 1, 1, 1), "fixed 2-2-1": (2, 2, 1)}
+# Dynamic trees drafted no deeper than the best chain, with more nodes to check: the depth sets the
+# drafting cost, the nodes what the target checks (found by measurement to be this pair's fastest).
+SHALLOW_DYNAMIC = {"dynamic 10, depth 8": (10, 8), "dynamic 12, depth 8": (12, 8)}
 
 
 def figures_dir() -> Path:
@@ -433,6 +436,8 @@ def tree_shapes(temperature: float) -> dict[str, tuple[int, ...] | DynamicTree]:
     for nodes in TREE_BUDGETS:
         shapes[f"chain {nodes}"] = (1,) * nodes
         shapes[f"dynamic {nodes}"] = DynamicTree(nodes, depth=nodes, width=TREE_WIDTH, temperature=temperature)
+    for name, (nodes, depth) in SHALLOW_DYNAMIC.items():
+        shapes[name] = DynamicTree(nodes, depth=depth, width=TREE_WIDTH, temperature=temperature)
     return shapes | FIXED_TREES
 
 
