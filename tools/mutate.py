@@ -37,9 +37,8 @@ ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / ".mutation"
 MARKERS = "not slow and not gpu and not browser and not vllm"
 
-# module -> (the files mutated, that module's own tests). speculative/ and models/ are left out
-# this round (being rewritten), and so are the benchmark CLIs and the Triton kernel, whose tests
-# are the slow end-to-end ones.
+# module -> (the files mutated, that module's own tests). models/ (training, the model card) is left
+# out, and so are the benchmark CLIs and the Triton kernel, whose tests are the slow end-to-end ones.
 MODULES: dict[str, tuple[list[str], list[str]]] = {
     "decoding": (
         ["code/inferlab/decoding/sampling.py", "code/inferlab/decoding/search.py", "code/inferlab/decoding/tables.py"],
@@ -56,6 +55,15 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
     "flash": (
         ["code/inferlab/flash/reference.py", "code/inferlab/flash/tiled.py", "code/inferlab/flash/traffic.py"],
         ["tests/test_flash.py"],
+    ),
+    "speculative": (
+        [
+            "code/inferlab/speculative/formulas.py",
+            "code/inferlab/speculative/tree.py",
+            "code/inferlab/speculative/sampler.py",
+            "code/inferlab/speculative/alpha.py",
+        ],
+        ["tests/test_speculative.py"],
     ),
     "bench": (["code/inferlab/bench/__init__.py"], ["tests/test_bench.py"]),
     "hooks": (["tools/mkdocs_hooks.py", "tools/glossary_links.py"], ["tests/test_mkdocs_hooks.py"]),

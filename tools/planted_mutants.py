@@ -7,7 +7,7 @@ bugs that the suite once missed (issue 21).
 
 Each entry replaces ``old`` (which must occur exactly once in ``path``) with ``new``. A mutant
 marked ``equivalent`` cannot change behaviour (the reason says why); it is run but left out of the
-score. speculative/ and models/ are left out this round: they are being rewritten.
+score. models/ (training and the model card) is left out: its code runs for minutes, not tests.
 """
 
 from __future__ import annotations
@@ -38,6 +38,10 @@ TRAFFIC = "code/inferlab/flash/traffic.py"
 BENCH = "code/inferlab/bench/__init__.py"
 HOOKS = "tools/mkdocs_hooks.py"
 GLOSSARY = "tools/glossary_links.py"
+TREE = "code/inferlab/speculative/tree.py"
+FORMULAS = "code/inferlab/speculative/formulas.py"
+ALPHA = "code/inferlab/speculative/alpha.py"
+SAMPLER = "code/inferlab/speculative/sampler.py"
 
 MUTANTS = [
     # ---- decoding ------------------------------------------------------------------------
@@ -369,5 +373,55 @@ MUTANTS = [
         '    "code",\n',
         "",
         "terms inside inline code get linked",
+    ),
+    # ---- speculative -----------------------------------------------------------------------
+    Mutant(
+        "speculative",
+        TREE,
+        "slots = torch.tensor([prefix_length + i for i in path], dtype=torch.long)",
+        "slots = torch.tensor([prefix_length + i + 1 for i in path], dtype=torch.long)",
+        "the accepted branch's keys are taken from the slot after each node's own",
+    ),
+    Mutant(
+        "speculative",
+        TREE,
+        "key=lambda i: (-log_probs[i], nodes[i].depth))[:keep]",
+        "key=lambda i: (-log_probs[i], -nodes[i].depth))[:keep]",
+        "ties between a path and its parent keep the child first, so a kept node can lose its parent",
+    ),
+    Mutant(
+        "speculative",
+        TREE,
+        "allowed = torch.zeros(len(rows), prefix_length + (rows[-1] + 1 if rows else 0), dtype=torch.bool)",
+        "allowed = torch.ones(len(rows), prefix_length + (rows[-1] + 1 if rows else 0), dtype=torch.bool)",
+        "every tree node may read every other node (the causal-mask mistake the tree mask exists to avoid)",
+    ),
+    Mutant(
+        "speculative",
+        FORMULAS,
+        "return (prompt + new_tokens) / (prompt + draft_prompt + rounds * round_cost)",
+        "return (prompt + new_tokens) / (prompt + rounds * round_cost)",
+        "the whole-run prediction forgets that the draft reads the prompt too",
+    ),
+    Mutant(
+        "speculative",
+        FORMULAS,
+        "    return (1.0 - alpha ** (gamma + 1)) / (1.0 - alpha)",
+        "    return (1.0 - alpha**gamma) / (1.0 - alpha)",
+        "the expected tokens per round leave out the target's bonus token",
+    ),
+    Mutant(
+        "speculative",
+        ALPHA,
+        "losses = [torch.nn.functional.cross_entropy(logits / t, choice).item() for t in grid]",
+        "losses = [torch.nn.functional.cross_entropy(logits * t, choice).item() for t in grid]",
+        "the draft's temperature multiplies its logits instead of dividing them",
+    ),
+    Mutant(
+        "speculative",
+        SAMPLER,
+        "        target_model.rollback(ids.shape[1] + n_accepted)\n",
+        "        target_model.rollback(ids.shape[1] + n_accepted + 1)\n",
+        "the target keeps the key of the first rejected draft",
     ),
 ]
