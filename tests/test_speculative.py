@@ -497,6 +497,10 @@ def test_fit_draft_temperature_matches_the_closed_form():
     assert 2 / math.log(9) / grid_step <= fitted <= 2 / math.log(9) * grid_step
     with pytest.raises(ValueError, match="prompts must hold at least one"):
         fit_draft_temperature(target, draft, [], new_tokens=4)
+    with pytest.raises(ValueError, match="new_tokens must be an integer >= 1, got 0"):
+        fit_draft_temperature(target, draft, [torch.tensor([[0]])], new_tokens=0)
+    with pytest.raises(ValueError, match=r"prompts must be \(1, T\) tensors of token ids with T >= 1, got \(3,\)"):
+        fit_draft_temperature(target, draft, [torch.tensor([0, 1, 2])], new_tokens=4)
 
 
 @pytest.mark.parametrize(

@@ -118,6 +118,12 @@ def fit_draft_temperature(target: Any, draft: Any, prompts: list[torch.Tensor], 
     """
     if not prompts:
         raise ValueError("prompts must hold at least one (1, T) tensor of token ids, got none")
+    if isinstance(new_tokens, bool) or not isinstance(new_tokens, int) or new_tokens < 1:
+        raise ValueError(f"new_tokens must be an integer >= 1, got {new_tokens!r}")
+    for ids in prompts:
+        if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.shape[0] != 1 or ids.shape[1] < 1:
+            shape = tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__
+            raise ValueError(f"prompts must be (1, T) tensors of token ids with T >= 1, got {shape}")
     draft_logits, target_choice = [], []
     for ids in prompts:
         path = greedy_path(target, ids, new_tokens)
