@@ -112,6 +112,16 @@ def test_any_shape_and_tile_matches_sdpa(n_q, n_k, d, block_q, block_k, lead, ca
     torch.testing.assert_close(got[..., seen, :], expected[..., seen, :], **TOL)
 
 
+@pytest.mark.parametrize(("n_q", "n_k"), [(5, 12), (1, 9), (12, 12), (3, 40)])
+def test_causal_queries_after_a_longer_past_see_every_earlier_key(n_q, n_k):
+    """The queries are the last n_q positions: with more keys than queries (a decode or verify step
+    after a cache) the key loop must run to each tile's own position, not stop at its row index."""
+    q, k, v = random_qkv(n_q, n_k, 8, seed=n_k)
+    got = flash_attention(q, k, v, causal=True, block_q=2, block_k=4)
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=explicit_mask(n_q, n_k))
+    torch.testing.assert_close(got, expected, **TOL)
+
+
 def test_rows_that_see_no_key_give_zero_not_nan():
     # 7 queries, 3 keys, causal: the queries are the last 7 positions, so the first 4 see no key.
     q, k, v = random_qkv(7, 3, 8)

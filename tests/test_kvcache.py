@@ -135,6 +135,20 @@ def test_chunked_prefill_matches_transformers():
     assert (last - reference).abs().max().item() < 1e-4
 
 
+@pytest.mark.parametrize("batch", [1, 3])
+def test_every_sequence_of_a_batch_counts_its_keys(batch):
+    """A key vector is computed per sequence, position and layer: batch x T x layers in all."""
+    decoder = LlamaDecoder.from_pretrained(tiny_llama())
+    ids = torch.randint(0, 97, (batch, 6))
+    decoder.reset_counts()
+    with torch.no_grad():
+        decoder(ids)
+        cache = KVCache(decoder, batch, 16)
+        forward_with_cache(decoder, cache, ids)
+        forward_with_cache(decoder, cache, ids[:, :1])
+    assert decoder.keys_computed == decoder.num_layers * batch * (6 + 6 + 1)
+
+
 @pytest.mark.parametrize("T", [1, 2, 5, 16])
 @pytest.mark.parametrize("k", [0, 1, 2, 7])
 def test_key_counts_equal_closed_forms(T, k):

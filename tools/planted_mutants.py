@@ -177,8 +177,8 @@ MUTANTS = [
     Mutant(
         "kvcache",
         SIZE,
-        '_get(config, "num_key_value_heads", "num_kv_heads") or heads',
-        '_get(config, "num_key_value_heads", "num_kv_heads") or 1',
+        "kv_heads = heads if kv_heads is None else kv_heads",
+        "kv_heads = 1 if kv_heads is None else kv_heads",
         "a config without num_key_value_heads is sized as one KV head",
     ),
     Mutant(
@@ -191,8 +191,8 @@ MUTANTS = [
     Mutant(
         "kvcache",
         SIZE,
-        '(_get(config, "hidden_size") // heads if heads else None)',
-        '(_get(config, "hidden_size") // (heads + 1) if heads else None)',
+        "head_dim = hidden_size // heads",
+        "head_dim = hidden_size // (heads + 1)",
         "head_dim fallback divides by the wrong head count",
     ),
     # ---- paged ---------------------------------------------------------------------------
@@ -298,8 +298,8 @@ MUTANTS = [
     Mutant(
         "flash",
         TRAFFIC,
-        "        key_end = q_end if causal else N",
-        "        key_end = N",
+        "keys_loaded = min(N, -(-q_end // block_k) * block_k)",
+        "keys_loaded = N",
         "the causal traffic counts the key tiles above the diagonal",
     ),
     Mutant(
@@ -327,8 +327,8 @@ MUTANTS = [
     Mutant(
         "bench",
         BENCH,
-        'if not name or "/" in name or name.startswith("."):',
-        'if not name or name.startswith("."):',
+        'RESULT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")',
+        'RESULT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./-]*")',
         "names with a slash escape the results folder",
     ),
     Mutant(
