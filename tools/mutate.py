@@ -237,16 +237,16 @@ def run_tool(modules: list[str], jobs: int, done=None) -> dict[str, dict]:
         log = work / "mutmut.log"
         start = time.perf_counter()
         with log.open("w") as out:
-            done = subprocess.run(
+            finished = subprocess.run(
                 [sys.executable, "-m", "mutmut", "run", "--max-children", str(jobs)],
                 cwd=work,
                 env=test_env(),
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )
-        if done.returncode != 0:
+        if finished.returncode != 0:
             print(log.read_text(errors="replace")[-4000:])
-            raise SystemExit(f"mutmut failed on {module} (exit {done.returncode}); log: {log}")
+            raise SystemExit(f"mutmut failed on {module} (exit {finished.returncode}); log: {log}")
         counts = {"killed": 0, "survived": 0, "no_tests": 0, "equivalent": 0, "survivors": []}
         for meta in sorted((work / "mutants" / "src").rglob("*.py.meta")):
             for name, code in json.loads(meta.read_text())["exit_code_by_key"].items():
