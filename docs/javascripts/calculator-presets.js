@@ -85,39 +85,39 @@ window.INFERLAB_PRESETS = {
   ],
   "speculative": {
     "source": "docs/results/speculative_gamma_sweep.json",
-    "date": "2026-11-30 22:28 UTC",
+    "date": "2026-12-01 05:17 UTC",
     "presets": {
       "short-inferlab": {
         "regime": "short",
         "runtime": "inferlab",
         "alpha": 0.7812,
-        "c": 0.1713,
-        "gamma": 7,
-        "measured_speedup": 1.771
+        "c": 0.0611,
+        "gamma": 8,
+        "measured_speedup": 1.867
       },
       "short-transformers": {
         "regime": "short",
         "runtime": "transformers",
         "alpha": 0.7812,
-        "c": 0.2145,
+        "c": 0.0808,
         "gamma": 8,
-        "measured_speedup": 1.363
+        "measured_speedup": 1.666
       },
       "long-inferlab": {
         "regime": "long",
         "runtime": "inferlab",
         "alpha": 0.8203,
-        "c": 0.1587,
+        "c": 0.0614,
         "gamma": 8,
-        "measured_speedup": 1.77
+        "measured_speedup": 1.814
       },
       "long-transformers": {
         "regime": "long",
         "runtime": "transformers",
         "alpha": 0.8203,
-        "c": 0.1611,
-        "gamma": 9,
-        "measured_speedup": 1.484
+        "c": 0.0902,
+        "gamma": 8,
+        "measured_speedup": 1.647
       }
     }
   }
