@@ -229,3 +229,90 @@ def test_device_description_names_the_gpu_or_the_cpu(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=0: "Tesla T4")
     assert bench.device_description() == "GPU: Tesla T4"
+
+
+# ---- steadiness of repeated timings ------------------------------------------------------------
+
+
+def test_spread_is_the_slowest_over_the_fastest_repeat():
+    assert bench.spread([2.0, 3.0, 2.5]) == 1.5
+    assert bench.spread([0.1]) == 1.0
+    assert bench.spread([1.0, 1.0004]) == 1.0  # rounded to three places
+    assert bench.spread([3.0, 1.0, 2.0]) == 3.0  # order does not matter
+    for bad in ([], [0.0, 1.0], [-1.0, 2.0]):
+        with pytest.raises(ValueError, match=r"seconds must be a non-empty list of positive timings, got "):
+            bench.spread(bad)
+
+
+def test_unsteady_names_every_spread_above_the_limit_wherever_it_sits():
+    values = {
+        "spread": 1.6,
+        "plain_spread": 1.5,  # at the limit: steady
+        "rows": [{"spread": 1.2}, {"spread": 2.0, "other": 9.0}],
+        "nested": {"deep": {"kv_spread": 1.51, "speedup": 7.0}},
+        "spreadsheet": 3.0,  # not a spread: only "spread" and "*_spread" count
+        "label_spread": "wide",  # not a number
+    }
+    assert bench.unsteady(values) == [
+        "values.spread = 1.6",
+        "values.rows[1].spread = 2.0",
+        "values.nested.deep.kv_spread = 1.51",
+    ]
+    assert bench.unsteady(values, limit=1.55, where="r") == ["r.spread = 1.6", "r.rows[1].spread = 2.0"]
+    assert bench.SPREAD_LIMIT == 1.5
+    assert bench.unsteady([1.9, {"spread": 1.0}]) == []
+
+
+def test_the_garbage_collector_is_off_inside_the_block_and_restored_after():
+    import gc
+
+    was_on = gc.isenabled()
+    try:
+        gc.enable()
+        with bench.garbage_collector_off():
+            assert not gc.isenabled()
+        assert gc.isenabled()
+        gc.disable()
+        with bench.garbage_collector_off():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # it was off before: it stays off
+        gc.enable()
+        with pytest.raises(RuntimeError), bench.garbage_collector_off():
+            raise RuntimeError("a failed measurement")
+        assert gc.isenabled()  # restored even when the block fails
+    finally:
+        (gc.enable if was_on else gc.disable)()
+
+
+# ---- the file write_result leaves ----------------------------------------------------------------
+
+
+def test_result_file_is_indented_utf8_json_in_a_new_nested_folder(monkeypatch, tmp_path):
+    """The file is what json.dumps gives with two-space indents and real characters (reviewers read the
+    diffs of these files, in Chinese too), ends with a newline, and no temporary file is left."""
+    folder = tmp_path / "new" / "nested" / "results"  # none of it exists yet
+    monkeypatch.setenv(bench.RESULTS_ENV, str(folder))
+    values = {"label": "每次目標模型呼叫的詞元數", "rows": [{"speedup": 1.5}], "count": 3}
+    path = bench.write_result("utf8_check", values, command="python -m inferlab.x --flag")
+    record = json.loads(path.read_bytes().decode("utf-8"))
+    assert path.read_bytes().decode("utf-8") == json.dumps(record, indent=2, ensure_ascii=False) + "\n"
+    assert "每次目標模型呼叫的詞元數" in path.read_text(encoding="utf-8")  # not \\u escapes
+    assert record["values"] == values and record["name"] == "utf8_check"
+    assert sorted(p.name for p in folder.iterdir()) == ["utf8_check.json"]
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"a": float("nan")}, "values['a'] must be a finite number (JSON has no NaN or inf), got nan"),
+        ({"rows": [1.0, float("inf")]}, "values['rows'][1] must be a finite number (JSON has no NaN or inf), got inf"),
+        ({"a": {1: 2}}, "values['a'] must have str keys, got [1]"),
+        ({"a": object()}, "values['a'] must be a JSON value (number, str, list, dict, None), got object"),
+    ],
+)
+def test_write_result_names_the_value_that_is_not_json_and_writes_nothing(monkeypatch, tmp_path, values, message):
+    monkeypatch.setenv(bench.RESULTS_ENV, str(tmp_path))
+    with pytest.raises(ValueError) as raised:
+        bench.write_result("bad_value", values)
+    assert str(raised.value) == message
+    assert list(tmp_path.iterdir()) == []
