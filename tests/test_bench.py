@@ -316,3 +316,39 @@ def test_write_result_names_the_value_that_is_not_json_and_writes_nothing(monkey
         bench.write_result("bad_value", values)
     assert str(raised.value) == message
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "error", "message"),
+    [
+        (
+            "x.json",
+            ValueError,
+            "name must be a plain file stem like 'kv_naive_vs_cached' (leave out '.json': it is added), got 'x.json'",
+        ),
+        ("../x", ValueError, "name must be a plain file stem like 'kv_naive_vs_cached', got '../x'"),
+        ("a/b", ValueError, "name must be a plain file stem like 'kv_naive_vs_cached', got 'a/b'"),
+        ("", ValueError, "name must be a plain file stem like 'kv_naive_vs_cached', got ''"),
+        (3, TypeError, "name must be a str, a plain file stem like 'kv_naive_vs_cached', got 3"),
+    ],
+)
+def test_result_names_are_refused_with_the_whole_message(monkeypatch, tmp_path, name, error, message):
+    monkeypatch.setenv(bench.RESULTS_ENV, str(tmp_path))
+    for call in (lambda: bench.write_result(name, {"a": 1}), lambda: bench.read_result(name)):
+        with pytest.raises(error) as raised:
+            call()
+        assert str(raised.value) == message
+    assert list(tmp_path.iterdir()) == []
+    bench.check_result_name("kv_naive-vs_cached2")  # letters, digits, _ and - are a plain stem
+
+
+def test_reader_command_names_the_module_a_reader_runs(monkeypatch):
+    """Run as `python -m inferlab.x.bench`, argv[0] is the module's absolute path; the command is the module."""
+    monkeypatch.setattr(sys.modules["__main__"], "__spec__", SimpleNamespace(name="inferlab.speculative.bench"))
+    argv = ["/abs/path/inferlab/speculative/bench.py", "--parts", "gamma"]
+    assert bench.reader_command(argv) == "python -m inferlab.speculative.bench --parts gamma"
+    monkeypatch.setattr(sys.modules["__main__"], "__spec__", SimpleNamespace(name="inferlab.models.__main__"))
+    assert bench.reader_command(["x"]) == "python -m inferlab.models"
+    monkeypatch.setattr(sys, "argv", ["/abs/path/inferlab/speculative/bench.py", "--repeat", "5"])
+    monkeypatch.setattr(sys.modules["__main__"], "__spec__", SimpleNamespace(name="inferlab.speculative.bench"))
+    assert bench.reader_command() == "python -m inferlab.speculative.bench --repeat 5"  # sys.argv by default
