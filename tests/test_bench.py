@@ -309,6 +309,7 @@ def test_result_file_is_indented_utf8_json_in_a_new_nested_folder(monkeypatch, t
         ({"a": {1: 2}}, "values['a'] must have str keys, got [1]"),
         ({"a": object()}, "values['a'] must be a JSON value (number, str, list, dict, None), got object"),
     ],
+    ids=["nan", "inf-in-a-list", "int-key", "object"],
 )
 def test_write_result_names_the_value_that_is_not_json_and_writes_nothing(monkeypatch, tmp_path, values, message):
     monkeypatch.setenv(bench.RESULTS_ENV, str(tmp_path))
@@ -331,6 +332,7 @@ def test_write_result_names_the_value_that_is_not_json_and_writes_nothing(monkey
         ("", ValueError, "name must be a plain file stem like 'kv_naive_vs_cached', got ''"),
         (3, TypeError, "name must be a str, a plain file stem like 'kv_naive_vs_cached', got 3"),
     ],
+    ids=["json-suffix", "parent-folder", "subfolder", "empty", "not-a-str"],
 )
 def test_result_names_are_refused_with_the_whole_message(monkeypatch, tmp_path, name, error, message):
     monkeypatch.setenv(bench.RESULTS_ENV, str(tmp_path))
