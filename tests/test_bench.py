@@ -8,6 +8,7 @@ import os
 import platform
 import subprocess
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -354,3 +355,70 @@ def test_reader_command_names_the_module_a_reader_runs(monkeypatch):
     monkeypatch.setattr(sys, "argv", ["/abs/path/inferlab/speculative/bench.py", "--repeat", "5"])
     monkeypatch.setattr(sys.modules["__main__"], "__spec__", SimpleNamespace(name="inferlab.speculative.bench"))
     assert bench.reader_command() == "python -m inferlab.speculative.bench --repeat 5"  # sys.argv by default
+
+
+def test_the_temporary_file_sits_beside_the_result_and_the_folder_may_already_exist(monkeypatch, tmp_path):
+    """os.replace is atomic only within one folder's filesystem: the temporary must be written in the
+    results folder itself, as a hidden .<name>.*.tmp file; a second write finds the folder there."""
+    monkeypatch.setenv(bench.RESULTS_ENV, str(tmp_path))
+    moves = []
+    real_replace = os.replace
+
+    def replace(source, target):
+        moves.append((Path(source), Path(target)))
+        real_replace(source, target)
+
+    monkeypatch.setattr(bench.os, "replace", replace)
+    for round_ in (1, 2):  # the second write goes into the folder the first one made
+        bench.write_result("twice", {"round": round_})
+    assert bench.read_result("twice")["values"] == {"round": 2}
+    for source, target in moves:
+        assert source.parent == target.parent == tmp_path
+        assert source.name.startswith(".twice.") and source.name.endswith(".tmp")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["twice.json"]
+
+
+def test_results_go_to_a_results_folder_in_the_working_directory_outside_a_checkout(monkeypatch, tmp_path):
+    monkeypatch.delenv(bench.RESULTS_ENV, raising=False)
+    monkeypatch.setattr(bench, "repo_root", lambda: None)
+    monkeypatch.chdir(tmp_path)
+    assert bench.results_dir() == tmp_path / "results"
+
+
+def test_device_description_names_the_cpu_its_cores_and_the_torch_threads(monkeypatch):
+    description = bench.device_description()
+    assert description.endswith(f", {os.cpu_count()} cores, torch threads={torch.get_num_threads()}")
+    model = (
+        next(
+            (
+                line.split(":", 1)[1].strip()
+                for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")
+            ),
+            None,
+        )
+        if Path("/proc/cpuinfo").is_file()
+        else None
+    )
+    if model:
+        assert description.startswith(f"CPU: {model}, ")
+    # Without /proc/cpuinfo the processor's name comes from platform, else the machine's architecture.
+    monkeypatch.setattr(bench, "Path", lambda *a: SimpleNamespace(read_text=lambda: (_ for _ in ()).throw(OSError())))
+    monkeypatch.setattr(bench.platform, "processor", lambda: "")
+    monkeypatch.setattr(bench.platform, "machine", lambda: "riscv64")
+    assert bench.device_description().startswith("CPU: riscv64, ")
+    monkeypatch.setattr(bench.platform, "processor", lambda: "Some CPU")
+    assert bench.device_description().startswith("CPU: Some CPU, ")
+
+
+def test_library_versions_are_the_installed_ones():
+    import numpy
+    import transformers
+    import triton
+
+    versions = bench.library_versions()
+    assert versions["python"] == platform.python_version()
+    assert versions["torch"] == torch.__version__ and versions["transformers"] == transformers.__version__
+    assert versions["triton"] == triton.__version__ and versions["numpy"] == numpy.__version__
+    assert versions["inferlab"] == inferlab.__version__
+    assert "vllm" not in versions or versions["vllm"]  # optional: present only where it is installed
