@@ -811,7 +811,9 @@ def test_gamma_sweep_predicts_each_run_from_its_own_measured_costs(bundled_pairs
     costs = bench.runtime_costs(pairs, tokenizer(bench.SHORT_PROMPT, return_tensors="pt").input_ids, [1], 1)
     assert all(costs["inferlab"][name][1] > 0 for name in ("verify", "round")) and costs["inferlab"]["prompt"] > 0
     # With no prompt, a round costing one step and one token a round, the counted prediction is 1.
-    assert bench.whole_run_speedup_counted(6, 6, 1.0, {"prompt": 0.0, "draft_prompt": 0.0}) == 1.0
+    from inferlab.speculative.formulas import run_speedup
+
+    assert run_speedup(6, 6, 1.0, prompt=0.0, draft_prompt=0.0) == 1.0
     assert record["measured_over_cost_model_min"] <= record["measured_over_cost_model_max"]
     for row in (r for r in record["rows"] if r["method"] == "ours_speculative"):
         assert row["measured_over_predicted"] == pytest.approx(

@@ -32,7 +32,12 @@ from inferlab.bench.figures import save_figure
 from inferlab.kvcache import LlamaDecoder, generate_cached
 from inferlab.models import load_pair, load_tokenizer
 from inferlab.speculative.alpha import UNSEEN_PROMPTS, fit_draft_temperature, greedy_alpha
-from inferlab.speculative.formulas import expected_run_speedup, expected_speedup, expected_tokens_per_step
+from inferlab.speculative.formulas import (
+    expected_run_speedup,
+    expected_speedup,
+    expected_tokens_per_step,
+    run_speedup,
+)
 from inferlab.speculative.prompt_lookup import prompt_lookup_decode
 from inferlab.speculative.runner import IncrementalModel
 from inferlab.speculative.sampler import speculative_sample
@@ -346,14 +351,11 @@ def sweep_regime(pairs: dict, tokenizer, regime: str, gammas: list[int], repeat:
             row["measured_over_predicted"] = round(row["speedup_same_runtime"] / whole_run, 3)
             # The same costs with the rounds this run really needed instead of the formula's
             # expectation: what is left is the cost model's own error, not the acceptance model's.
-            counted = whole_run_speedup_counted(max_new, row["target_calls"], cost["round"][row["gamma"]], cost)
+            counted = run_speedup(
+                max_new, row["target_calls"], cost["round"][row["gamma"]], cost["prompt"], cost["draft_prompt"]
+            )
             row["measured_over_cost_model"] = round(row["speedup_same_runtime"] / counted, 3)
     return summarize(regime, rows, alpha, run_alpha, costs, plain, plain_seconds, max_new, ids.shape[1], identical)
-
-
-def whole_run_speedup_counted(new_tokens: int, rounds: int, round_cost: float, cost: dict) -> float:
-    """Return the whole run's speed-up predicted from measured costs and the number of rounds counted."""
-    return (cost["prompt"] + new_tokens) / (cost["prompt"] + cost["draft_prompt"] + rounds * round_cost)
 
 
 def best(rows: list[dict], method: str) -> dict:
@@ -472,16 +474,15 @@ def tokens_per_call_pooled(target, draft, tokenizer, shapes: dict, new_tokens: i
     3%; pooling 12 prompts makes a difference between shapes a property of the pair, not of one text.
     """
     texts = [text for _, text in UNSEEN_PROMPTS.values()] + [SHORT_PROMPT, LONG_PROMPT]
-    tokens, calls, identical = dict.fromkeys(shapes, 0), dict.fromkeys(shapes, 0), True
+    calls, identical = dict.fromkeys(shapes, 0), True
     for text in _progress(texts, "trees, tokens per call"):
         ids = tokenizer(text, return_tensors="pt").input_ids
         reference = plain_greedy(target, ids, new_tokens)
         for name, shape in shapes.items():
             result = tree_speculative_decode(target, draft, ids, new_tokens, shape)
             identical &= torch.equal(result.sequences, reference)
-            tokens[name] += new_tokens
             calls[name] += result.target_calls
-    return {name: tokens[name] / calls[name] for name in shapes}, identical
+    return {name: new_tokens * len(texts) / calls[name] for name in shapes}, identical
 
 
 def tree_experiment(pairs: dict, tokenizer, repeat: int, new_tokens: int | None) -> dict:

@@ -68,6 +68,16 @@ def expected_run_speedup(
     if round_cost == 0:
         raise ValueError("round_cost must be > 0: a round calls the target at least once")
     rounds = new_tokens / expected_tokens_per_step(alpha, gamma)
+    return run_speedup(new_tokens, rounds, round_cost, prompt, draft_prompt)
+
+
+def run_speedup(new_tokens: int, rounds: float, round_cost: float, prompt: float, draft_prompt: float = 0.0) -> float:
+    """Return a whole run's speed-up when speculative decoding takes ``rounds`` rounds (costs in target steps).
+
+    Plain decoding costs the prompt plus one step per token; speculative decoding the prompt (for
+    both models) plus ``rounds`` rounds. :func:`expected_run_speedup` puts in the expected rounds; a
+    benchmark can put in the rounds a run really needed, to test the cost model alone.
+    """
     return (prompt + new_tokens) / (prompt + draft_prompt + rounds * round_cost)
 
 
