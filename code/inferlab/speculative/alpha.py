@@ -87,16 +87,24 @@ def greedy_path(target: Any, input_ids: torch.Tensor, new_tokens: int) -> torch.
 
 
 @torch.inference_mode()
-def greedy_agreement(target: Any, draft: Any, input_ids: torch.Tensor, new_tokens: int) -> tuple[int, int]:
-    """Return (agreements, positions): where the draft's argmax equals the target's along its greedy path."""
-    if new_tokens < 1:
-        raise ValueError(f"new_tokens must be >= 1, got {new_tokens}")
+def on_greedy_path(
+    target: Any, draft: Any, input_ids: torch.Tensor, new_tokens: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Return (the target's choices, the draft's logits) at each position that predicts a new token of
+    the target's greedy continuation: shapes (new_tokens,) and (new_tokens, vocab)."""
     path = greedy_path(target, input_ids, new_tokens)
     # The positions that predict the new tokens: from the prompt's last token to the one before the end.
     predicting = slice(input_ids.shape[1] - 1, path.shape[1] - 1)
     target_choice = as_logits_fn(target)(path)[0, predicting].argmax(-1)
-    draft_choice = as_logits_fn(draft)(path)[0, predicting].argmax(-1)
-    return int((target_choice == draft_choice).sum()), target_choice.numel()
+    return target_choice, as_logits_fn(draft)(path)[0, predicting].float()
+
+
+def greedy_agreement(target: Any, draft: Any, input_ids: torch.Tensor, new_tokens: int) -> tuple[int, int]:
+    """Return (agreements, positions): where the draft's argmax equals the target's along its greedy path."""
+    if new_tokens < 1:
+        raise ValueError(f"new_tokens must be >= 1, got {new_tokens}")
+    target_choice, draft_logits = on_greedy_path(target, draft, input_ids, new_tokens)
+    return int((target_choice == draft_logits.argmax(-1)).sum()), target_choice.numel()
 
 
 def greedy_alpha(target: Any, draft: Any, input_ids: torch.Tensor, new_tokens: int) -> float:
@@ -124,13 +132,8 @@ def fit_draft_temperature(target: Any, draft: Any, prompts: list[torch.Tensor], 
         if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.shape[0] != 1 or ids.shape[1] < 1:
             shape = tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__
             raise ValueError(f"prompts must be (1, T) tensors of token ids with T >= 1, got {shape}")
-    draft_logits, target_choice = [], []
-    for ids in prompts:
-        path = greedy_path(target, ids, new_tokens)
-        predicting = slice(ids.shape[1] - 1, path.shape[1] - 1)
-        target_choice.append(as_logits_fn(target)(path)[0, predicting].argmax(-1))
-        draft_logits.append(as_logits_fn(draft)(path)[0, predicting].float())
-    logits, choice = torch.cat(draft_logits), torch.cat(target_choice)
+    choices, draft_logits = zip(*(on_greedy_path(target, draft, ids, new_tokens) for ids in prompts), strict=True)
+    logits, choice = torch.cat(draft_logits), torch.cat(choices)
     grid = torch.logspace(-2, 1, 61).tolist()  # 0.01 .. 10, 20 points per decade: fine enough for ranking
     losses = [torch.nn.functional.cross_entropy(logits / t, choice).item() for t in grid]
     return grid[losses.index(min(losses))]
