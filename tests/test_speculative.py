@@ -781,6 +781,9 @@ def test_whole_run_speedup_is_the_paper_formula_without_a_prompt_and_adds_the_pr
         assert expected_run_speedup(alpha, gamma, 100, gamma * c + 1.3, prompt=0.0) == pytest.approx(paper)
     # By hand: alpha 0.5, gamma 1 gives 1.5 tokens per round, so 60 tokens take 40 rounds of 0.2 + 1.5.
     assert expected_run_speedup(0.5, 1, 60, 1.7, prompt=20, draft_prompt=2) == pytest.approx(80 / (22 + 40 * 1.7))
+    from inferlab.speculative.formulas import run_steps
+
+    assert run_steps(60, 40, 1.7, prompt=20, draft_prompt=2) == pytest.approx((80, 22 + 40 * 1.7))
     with pytest.raises(ValueError, match="new_tokens must be an integer >= 1"):
         expected_run_speedup(0.5, 1, 0, 1.7, prompt=1)
     with pytest.raises(ValueError, match="prompt must be a finite number >= 0"):
@@ -822,6 +825,47 @@ def test_gamma_sweep_predicts_each_run_from_its_own_measured_costs(bundled_pairs
     assert expected_run_speedup(record["alpha"], 1, 6, 1.0, prompt=0.0) == pytest.approx(
         expected_tokens_per_step(record["alpha"], 1)
     )
+    # The theory check pools every prompt of the regime, each with its own alpha.
+    assert record["theory_prompts"] == len(bench.THEORY_PROMPTS["short"]) == len(record["theory_alphas"])
+    assert [t["gamma"] for t in record["theory"]] == [1, 2]
+    assert record["measured_over_predicted_min"] == min(t["measured ÷ predicted"] for t in record["theory"])
+
+
+def _theory_entry(alpha, step, round_cost, prompt, plain, speculative, calls):
+    cost = {"target_step": step, "round": {3: round_cost}, "prompt": prompt, "draft_prompt": 0.5}
+    return {"alpha": alpha, "cost": cost, "plain": [plain], "speculative": {3: speculative}, "calls": {3: calls}}
+
+
+def test_pooled_theory_of_one_prompt_is_that_prompts_whole_run_prediction():
+    from inferlab.speculative import bench
+    from inferlab.speculative.formulas import expected_run_speedup, run_speedup
+
+    pool = {"prompt 1": _theory_entry(0.7, 0.006, 2.2, 4.0, plain=0.5, speculative=0.3, calls=12)}
+    theory = bench.pooled_theory(pool, 3, 40)
+    assert theory["measured"] == pytest.approx(0.5 / 0.3, abs=1e-3)
+    assert theory["predicted, whole run measured"] == pytest.approx(
+        expected_run_speedup(0.7, 3, 40, 2.2, 4.0, 0.5), abs=1e-3
+    )
+    counted = run_speedup(40, 12, 2.2, 4.0, 0.5)
+    assert theory["measured ÷ cost model"] == pytest.approx((0.5 / 0.3) / counted, abs=1e-3)
+    assert theory["target calls, formula"] == pytest.approx(40 / expected_tokens_per_step(0.7, 3), abs=0.05)
+
+
+def test_pooled_theory_sums_seconds_across_prompts_before_dividing():
+    """Two prompts: the pooled ratios are total plain time over total speculative time, worked by hand."""
+    from inferlab.speculative import bench
+
+    # alpha = 0 makes one token a round: rounds = new tokens = 10. alpha = 1 makes gamma + 1 = 4 a round.
+    slow = _theory_entry(0.0, 0.010, 2.0, 0.0, plain=0.10, speculative=0.20, calls=10)
+    fast = _theory_entry(1.0, 0.005, 2.0, 0.0, plain=0.05, speculative=0.02, calls=3)
+    theory = bench.pooled_theory({"a": slow, "b": fast}, 3, 10)
+    assert theory["measured"] == pytest.approx(0.15 / 0.22, abs=1e-3)
+    # Plain: 10 steps each. Speculative: 0.5 + 10 * 2 steps at 10 ms, 0.5 + 2.5 * 2 steps at 5 ms.
+    predicted = (10 * 0.010 + 10 * 0.005) / (20.5 * 0.010 + 5.5 * 0.005)
+    assert theory["predicted, whole run measured"] == pytest.approx(predicted, abs=1e-3)
+    assert theory["target calls, counted"] == 13 and theory["target calls, formula"] == 12.5
+    counted = (10 * 0.010 + 10 * 0.005) / (20.5 * 0.010 + 6.5 * 0.005)
+    assert theory["measured ÷ cost model"] == pytest.approx((0.15 / 0.22) / counted, abs=2e-3)
 
 
 def test_tree_experiment_compares_equal_budgets_and_keeps_greedy_output(bundled_pairs):

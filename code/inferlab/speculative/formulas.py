@@ -74,11 +74,23 @@ def expected_run_speedup(
 def run_speedup(new_tokens: int, rounds: float, round_cost: float, prompt: float, draft_prompt: float = 0.0) -> float:
     """Return a whole run's speed-up when speculative decoding takes ``rounds`` rounds (costs in target steps).
 
-    Plain decoding costs the prompt plus one step per token; speculative decoding the prompt (for
-    both models) plus ``rounds`` rounds. :func:`expected_run_speedup` puts in the expected rounds; a
-    benchmark can put in the rounds a run really needed, to test the cost model alone.
+    :func:`expected_run_speedup` puts in the expected rounds; a benchmark can put in the rounds a run
+    really needed, to test the cost model alone.
     """
-    return (prompt + new_tokens) / (prompt + draft_prompt + rounds * round_cost)
+    plain, speculative = run_steps(new_tokens, rounds, round_cost, prompt, draft_prompt)
+    return plain / speculative
+
+
+def run_steps(
+    new_tokens: int, rounds: float, round_cost: float, prompt: float, draft_prompt: float = 0.0
+) -> tuple[float, float]:
+    """Return (plain, speculative): what each whole run costs, in target steps.
+
+    Plain decoding costs the prompt plus one step per token; speculative decoding the prompt (for
+    both models) plus ``rounds`` rounds. Several runs timed together are summed in seconds (each
+    run's steps times its own step time) before dividing, as a benchmark sums its timings.
+    """
+    return prompt + new_tokens, prompt + draft_prompt + rounds * round_cost
 
 
 def best_gamma(alpha: float, c: float, max_gamma: int = 64) -> int:
