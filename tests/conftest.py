@@ -10,6 +10,14 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing may download at test time
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+if os.environ.get("INFERLAB_PRELOAD_MODELS"):
+    # Set by tools/mutate.py: mutmut imports this file once in its fork server and then forks one
+    # process per mutant, so what is imported here is not imported again for each of thousands of
+    # mutants (transformers' Llama classes take about 3 s to import; most tests build a tiny one).
+    import transformers.models.llama.modeling_llama  # noqa: F401
+
+    import inferlab.models  # noqa: F401
+
 
 def pytest_addoption(parser):
     parser.addoption("--gpu", action="store_true", help="fail, rather than skip, gpu tests when CUDA is missing")

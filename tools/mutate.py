@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import random
 import re
 import shutil
 import subprocess
@@ -223,8 +225,12 @@ def reviewed_equivalents() -> dict[str, str]:
     return {name.strip(): why.strip() for name, *rest in pairs for why in (rest or [""]) if name.strip()}
 
 
-def run_tool(modules: list[str], jobs: int, done=None) -> dict[str, dict]:
-    """Run mutmut over each module with its own tests; return per-module counts and survivors."""
+def run_tool(modules: list[str], jobs: int, done=None, sample: int | None = None, seed: int = 0) -> dict[str, dict]:
+    """Run mutmut over each module with its own tests; return per-module counts and survivors.
+
+    With ``sample``, only that many mutants of each module, drawn at random (seeded), are tested:
+    the score is then an estimate, recorded with its 95% interval.
+    """
     equivalents = reviewed_equivalents()
     summary = {}
     for module in modules:
@@ -234,33 +240,17 @@ def run_tool(modules: list[str], jobs: int, done=None) -> dict[str, dict]:
         text = re.sub(r"\n\[tool\.mutmut\].*?(?=\n\[|\Z)", "", pyproject.read_text(encoding="utf-8"), flags=re.S)
         pyproject.write_text(text + mutmut_config(module), encoding="utf-8")
         print(f"\n[mutmut] {module}: mutating {' '.join(MODULES[module][0])}", flush=True)
-        log = work / "mutmut.log"
         start = time.perf_counter()
-        with log.open("w") as out:
-            finished = subprocess.run(
-                [sys.executable, "-m", "mutmut", "run", "--max-children", str(jobs)],
-                cwd=work,
-                env=test_env(),
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-        if finished.returncode != 0:
-            print(log.read_text(errors="replace")[-4000:])
-            raise SystemExit(f"mutmut failed on {module} (exit {finished.returncode}); log: {log}")
-        counts = {"killed": 0, "survived": 0, "no_tests": 0, "equivalent": 0, "survivors": []}
-        for meta in sorted((work / "mutants" / "src").rglob("*.py.meta")):
-            for name, code in json.loads(meta.read_text())["exit_code_by_key"].items():
-                if code in SKIPPED_CODES:
-                    continue
-                if code in KILLED_CODES:
-                    counts["killed"] += 1
-                elif name in equivalents:
-                    counts["equivalent"] += 1
-                else:
-                    counts["no_tests" if code in NO_TEST_CODES else "survived"] += 1
-                    counts["survivors"].append(name)
-        # A mutant no test runs is a bug no test sees: it counts against the score.
-        counts["score"] = score(counts["killed"], counts["survived"] + counts["no_tests"])
+        chosen = None
+        if sample:
+            names = generate_mutants(work)
+            chosen = set(random.Random(seed).sample(sorted(names), min(sample, len(names))))
+            print(f"  testing a random sample of {len(chosen)} of {len(names)} mutants (seed {seed})", flush=True)
+        run_mutmut(work, jobs, sorted(chosen or []))
+        counts = count_results(work, equivalents, chosen)
+        if chosen is not None:
+            counts |= {"sampled": len(chosen), "mutants": len(names), "seed": seed}
+            counts["interval_95"] = wilson_interval(counts["killed"], counts["survived"] + counts["no_tests"])
         counts["minutes"] = round((time.perf_counter() - start) / 60, 1)
         summary[module] = counts
         print(f"  {module}: {counts['killed']} killed, {counts['survived']} survived, {counts['no_tests']} untested")
@@ -269,20 +259,108 @@ def run_tool(modules: list[str], jobs: int, done=None) -> dict[str, dict]:
     return summary
 
 
+# A mutant name that matches nothing: mutmut generates every mutant and collects which tests reach
+# which function before it filters by name, then stops on an empty selection.
+NO_SUCH_MUTANT = "no-such-mutant"
+
+
+def generate_mutants(work: Path) -> list[str]:
+    """Make mutmut generate every mutant of the copy (and its test stats) without testing any; return their names."""
+    done = subprocess.run(
+        [sys.executable, "-m", "mutmut", "run", NO_SUCH_MUTANT],
+        cwd=work,
+        env=test_env() | {"INFERLAB_PRELOAD_MODELS": "1"},
+        capture_output=True,
+        text=True,
+    )
+    if "nothing matches" not in done.stdout + done.stderr:
+        print(done.stdout[-3000:], done.stderr[-3000:], sep="\n")
+        raise SystemExit(f"mutmut could not generate the mutants in {work} (exit {done.returncode})")
+    return [name for meta in (work / "mutants" / "src").rglob("*.py.meta") for name in read_meta(meta)]
+
+
+def run_mutmut(work: Path, jobs: int, names: list[str]) -> None:
+    """Run mutmut in the copy on the named mutants (all of them when ``names`` is empty); its log goes to mutmut.log."""
+    log = work / "mutmut.log"
+    with log.open("w") as out:
+        finished = subprocess.run(
+            [sys.executable, "-m", "mutmut", "run", "--max-children", str(jobs), *names],
+            cwd=work,
+            env=test_env() | {"INFERLAB_PRELOAD_MODELS": "1"},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    if finished.returncode != 0:
+        print(log.read_text(errors="replace")[-4000:])
+        raise SystemExit(f"mutmut failed in {work} (exit {finished.returncode}); log: {log}")
+
+
+def read_meta(meta: Path) -> dict[str, int | None]:
+    """Return {mutant name: mutmut's exit code, None when not tested} from one of mutmut's .meta files."""
+    return json.loads(meta.read_text())["exit_code_by_key"]
+
+
+def count_results(work: Path, equivalents: dict[str, str], chosen: set[str] | None) -> dict:
+    """Count killed, survived and untested mutants (only the ``chosen`` ones when given) from mutmut's files."""
+    counts = {"killed": 0, "survived": 0, "no_tests": 0, "equivalent": 0, "survivors": []}
+    for meta in sorted((work / "mutants" / "src").rglob("*.py.meta")):
+        for name, code in read_meta(meta).items():
+            if code in SKIPPED_CODES or (chosen is not None and name not in chosen):
+                continue
+            if code in KILLED_CODES:
+                counts["killed"] += 1
+            elif name in equivalents:
+                counts["equivalent"] += 1
+            else:
+                counts["no_tests" if code in NO_TEST_CODES else "survived"] += 1
+                counts["survivors"].append(name)
+    # A mutant no test runs is a bug no test sees: it counts against the score.
+    counts["score"] = score(counts["killed"], counts["survived"] + counts["no_tests"])
+    return counts
+
+
+def wilson_interval(killed: int, lost: int, z: float = 1.96) -> list[float] | None:
+    """Return the Wilson score interval (95% by default) of a score measured on a random sample of mutants."""
+    n = killed + lost
+    if not n:
+        return None
+    p = killed / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return [round(centre - half, 4), round(centre + half, 4)]
+
+
 # ----- report -----------------------------------------------------------------------------------
+
+
+def package_score(modules: dict[str, dict]) -> float | None:
+    """Return the score of several modules together: each module's score weighted by its mutants.
+
+    A fully run module weighs what it counted (so this is total killed / total counted); a sampled
+    one's score stands for all of its mutants, so it weighs its whole count, not its sample.
+    """
+    weighted = total = 0.0
+    for c in modules.values():
+        counted = c["killed"] + c["survived"] + c.get("no_tests", 0)
+        if counted:
+            weight = c.get("mutants", counted)
+            weighted, total = weighted + weight * c["killed"] / counted, total + weight
+    return round(weighted / total, 4) if total else None
 
 
 def print_table(title: str, summary: dict[str, dict]) -> None:
     print(f"\n{title}")
-    print(f"  {'module':<10} {'killed':>7} {'survived':>9} {'excluded':>9} {'score':>7}")
-    killed = survived = 0
+    print(f"  {'module':<10} {'killed':>7} {'survived':>9} {'excluded':>9} {'score':>7}  sample (95% interval)")
     for module, c in summary.items():
         lost = c["survived"] + c.get("no_tests", 0)
-        killed, survived = killed + c["killed"], survived + lost
         shown = "n/a" if c["score"] is None else f"{c['score']:.0%}"
-        print(f"  {module:<10} {c['killed']:>7} {lost:>9} {c['equivalent']:>9} {shown:>7}")
-    total = score(killed, survived)
-    print(f"  {'all':<10} {killed:>7} {survived:>9} {'':>9} {'n/a' if total is None else f'{total:.0%}':>7}")
+        sampled = ""
+        if "sampled" in c and c["interval_95"]:
+            low, high = c["interval_95"]
+            sampled = f"  {c['sampled']} of {c['mutants']} ({low:.0%}..{high:.0%})"
+        print(f"  {module:<10} {c['killed']:>7} {lost:>9} {c['equivalent']:>9} {shown:>7}{sampled}")
+    total = package_score(summary)
+    print(f"  {'all':<10} {'':>7} {'':>9} {'':>9} {'n/a' if total is None else f'{total:.0%}':>7}")
     for module, c in summary.items():
         for survivor in c["survivors"]:
             print(f"  survived in {module}: {survivor}")
@@ -300,9 +378,7 @@ def record(kind: str, module: str, counts: dict, command: str) -> None:
     values.setdefault(kind, {})[module] = {**counts, "date": time.strftime("%Y-%m-%d")}
     for kind in list(values):
         if kind in ("tool", "planted"):
-            killed = sum(c["killed"] for c in values[kind].values())
-            lost = sum(c["survived"] + c.get("no_tests", 0) for c in values[kind].values())
-            values[f"{kind}_score"] = score(killed, lost)
+            values[f"{kind}_score"] = package_score(values[kind])
     print("wrote", write_result("mutation_score", values, command=command))
 
 
@@ -312,13 +388,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--modules", nargs="+", choices=sorted(MODULES), default=sorted(MODULES))
     parser.add_argument("--jobs", type=int, default=2, help="mutmut workers (default 2)")
     parser.add_argument("--record", action="store_true", help="merge the scores into the result file")
+    parser.add_argument(
+        "--sample", type=int, help="mutmut: test this many mutants per module, drawn at random, instead of all"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="the random draw of --sample (default 0)")
     args = parser.parse_args(argv)
+    if args.jobs < 1 or (args.sample is not None and args.sample < 1):
+        parser.error(f"--jobs and --sample must be integers >= 1, got {args.jobs} and {args.sample}")
     command = "python tools/mutate.py " + " ".join(argv if argv is not None else sys.argv[1:])
     done = (lambda kind, module, counts: record(kind, module, counts, command)) if args.record else None
     if args.kind in ("all", "planted"):
         print_table("Hand-written mutants (tools/planted_mutants.py)", run_planted(args.modules, done))
     if args.kind in ("all", "tool"):
-        print_table("mutmut", run_tool(args.modules, args.jobs, done))
+        print_table("mutmut", run_tool(args.modules, args.jobs, done, args.sample, args.seed))
 
 
 if __name__ == "__main__":
