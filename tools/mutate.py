@@ -244,7 +244,7 @@ def run_tool(modules: list[str], jobs: int, done=None, sample: int | None = None
         chosen = None
         if sample:
             names = generate_mutants(work)
-            chosen = set(random.Random(seed).sample(sorted(names), min(sample, len(names))))
+            chosen = draw_sample(names, sample, seed)
             print(f"  testing a random sample of {len(chosen)} of {len(names)} mutants (seed {seed})", flush=True)
         run_mutmut(work, jobs, sorted(chosen or []))
         counts = count_results(work, equivalents, chosen)
@@ -277,6 +277,12 @@ def generate_mutants(work: Path) -> list[str]:
         print(done.stdout[-3000:], done.stderr[-3000:], sep="\n")
         raise SystemExit(f"mutmut could not generate the mutants in {work} (exit {done.returncode})")
     return [name for meta in (work / "mutants" / "src").rglob("*.py.meta") for name in read_meta(meta)]
+
+
+def draw_sample(names: list[str], size: int, seed: int) -> set[str]:
+    """Return ``size`` of the names (all when there are fewer), drawn at random: the same for a seed
+    whatever order the names were found in."""
+    return set(random.Random(seed).sample(sorted(names), min(size, len(names))))
 
 
 def run_mutmut(work: Path, jobs: int, names: list[str]) -> None:

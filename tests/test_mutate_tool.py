@@ -1,0 +1,79 @@
+"""tools/mutate.py: the arithmetic of the mutation score (the runs themselves are too slow for CI)."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+import mutate  # noqa: E402
+
+
+def wilson_bound_by_bisection(killed: int, n: int, z: float, upper: bool) -> float:
+    """Solve |p_hat - p| = z * sqrt(p (1 - p) / n) for p on one side of p_hat: the interval's definition."""
+    p_hat = killed / n
+    low, high = (p_hat, 1.0) if upper else (0.0, p_hat)
+    for _ in range(100):
+        mid = (low + high) / 2
+        inside = abs(p_hat - mid) <= z * math.sqrt(mid * (1 - mid) / n)
+        if inside == upper:
+            low = mid
+        else:
+            high = mid
+    return (low + high) / 2
+
+
+@pytest.mark.parametrize("killed, lost", [(19, 1), (180, 20), (50, 50), (0, 7), (7, 0)])
+def test_wilson_interval_solves_its_defining_equation(killed, lost):
+    low, high = mutate.wilson_interval(killed, lost)
+    n = killed + lost
+    assert low == pytest.approx(wilson_bound_by_bisection(killed, n, 1.96, upper=False), abs=1e-4)
+    assert high == pytest.approx(wilson_bound_by_bisection(killed, n, 1.96, upper=True), abs=1e-4)
+    assert 0 <= low <= killed / n <= high <= 1
+    assert mutate.wilson_interval(0, 0) is None
+
+
+def test_package_score_weighs_a_sampled_module_by_all_its_mutants():
+    full = {"killed": 90, "survived": 10, "no_tests": 0}  # 100 counted, score 0.9
+    sampled = {"killed": 150, "survived": 40, "no_tests": 10, "mutants": 1000}  # score 0.75 for 1000
+    assert mutate.package_score({"a": full}) == 0.9
+    assert mutate.package_score({"a": full, "b": sampled}) == pytest.approx((100 * 0.9 + 1000 * 0.75) / 1100, abs=1e-4)
+    # Without samples it is killed over counted, pooled.
+    other = {"killed": 30, "survived": 0, "no_tests": 10}
+    assert mutate.package_score({"a": full, "c": other}) == pytest.approx(120 / 140, abs=1e-4)
+    assert mutate.package_score({"empty": {"killed": 0, "survived": 0}}) is None
+
+
+def test_count_results_reads_mutmut_exit_codes_and_keeps_to_the_sample(tmp_path):
+    meta = tmp_path / "mutants" / "src" / "pkg" / "m.py.meta"
+    meta.parent.mkdir(parents=True)
+    codes = {"m.x_f__mutmut_1": 1, "m.x_f__mutmut_2": 0, "m.x_f__mutmut_3": 33, "m.x_f__mutmut_4": 36}
+    codes |= {"m.x_f__mutmut_5": None, "m.x_f__mutmut_6": 0}
+    meta.write_text(json.dumps({"exit_code_by_key": codes}))
+    equivalents = {"m.x_f__mutmut_6": "cannot change behaviour"}
+    counts = mutate.count_results(tmp_path, equivalents, chosen=None)
+    assert (counts["killed"], counts["survived"], counts["no_tests"], counts["equivalent"]) == (2, 1, 1, 1)
+    assert counts["survivors"] == ["m.x_f__mutmut_2", "m.x_f__mutmut_3"]
+    assert counts["score"] == 0.5  # an untested mutant counts against the score
+    sample = mutate.count_results(tmp_path, equivalents, chosen={"m.x_f__mutmut_1", "m.x_f__mutmut_2"})
+    assert (sample["killed"], sample["survived"], sample["score"]) == (1, 1, 0.5)
+
+
+def test_the_sample_is_reproducible_from_its_seed_and_never_larger_than_the_population():
+    names = [f"m.x_f__mutmut_{i}" for i in range(500)]
+    draw = mutate.draw_sample(names, 50, seed=7)
+    assert len(draw) == 50 and draw <= set(names)
+    assert draw == mutate.draw_sample(list(reversed(names)), 50, seed=7)  # the order of discovery does not matter
+    assert draw != mutate.draw_sample(names, 50, seed=8)
+    assert mutate.draw_sample(names[:10], 50, seed=7) == set(names[:10])
+
+
+@pytest.mark.parametrize("argv", [["tool", "--sample", "0"], ["tool", "--jobs", "0"]])
+def test_bad_sample_or_jobs_is_refused_before_any_work(argv, capsys):
+    with pytest.raises(SystemExit):
+        mutate.main(argv)
+    assert "--jobs and --sample must be integers >= 1" in capsys.readouterr().err
