@@ -39,24 +39,26 @@ ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / ".mutation"
 MARKERS = "not slow and not gpu and not browser and not vllm"
 
+# Every module's refusals of bad input are tested in one place (the cases of tools/bad_input_sweep.py).
+BAD_INPUT = "tests/test_bad_input.py"
 # module -> (the files mutated, that module's own tests). models/ (training, the model card) is left
 # out, and so are the benchmark CLIs and the Triton kernel, whose tests are the slow end-to-end ones.
 MODULES: dict[str, tuple[list[str], list[str]]] = {
     "decoding": (
         ["code/inferlab/decoding/sampling.py", "code/inferlab/decoding/search.py", "code/inferlab/decoding/tables.py"],
-        ["tests/test_decoding_sampling.py", "tests/test_decoding_search.py"],
+        ["tests/test_decoding_sampling.py", "tests/test_decoding_search.py", BAD_INPUT],
     ),
     "kvcache": (
         ["code/inferlab/kvcache/decoder.py", "code/inferlab/kvcache/generate.py", "code/inferlab/kvcache/size.py"],
-        ["tests/test_kvcache.py", "tests/test_kvcache_size.py"],
+        ["tests/test_kvcache.py", "tests/test_kvcache_size.py", BAD_INPUT],
     ),
     "paged": (
         ["code/inferlab/paged/blocks.py", "code/inferlab/paged/engine.py", "code/inferlab/paged/attention.py"],
-        ["tests/test_paged_blocks.py", "tests/test_paged_engine.py"],
+        ["tests/test_paged_blocks.py", "tests/test_paged_engine.py", "tests/test_paged_labs.py", BAD_INPUT],
     ),
     "flash": (
         ["code/inferlab/flash/reference.py", "code/inferlab/flash/tiled.py", "code/inferlab/flash/traffic.py"],
-        ["tests/test_flash.py"],
+        ["tests/test_flash.py", BAD_INPUT],
     ),
     "speculative": (
         [
@@ -65,10 +67,18 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
             "code/inferlab/speculative/sampler.py",
             "code/inferlab/speculative/alpha.py",
         ],
-        ["tests/test_speculative.py"],
+        ["tests/test_speculative.py", BAD_INPUT],
     ),
-    "bench": (["code/inferlab/bench/__init__.py"], ["tests/test_bench.py"]),
-    "hooks": (["tools/mkdocs_hooks.py", "tools/glossary_links.py"], ["tests/test_mkdocs_hooks.py"]),
+    "bench": (["code/inferlab/bench/__init__.py"], ["tests/test_bench.py", BAD_INPUT]),
+    "hooks": (
+        ["tools/mkdocs_hooks.py", "tools/glossary_links.py"],
+        [
+            "tests/test_mkdocs_hooks.py",
+            "tests/test_glossary_links.py",
+            "tests/test_accessibility.py",
+            "tests/test_labels.py",
+        ],
+    ),
 }
 COPIED = ["code", "tools", "tests", "docs", "snippets", "mkdocs.yml", "pyproject.toml"]
 IGNORED = shutil.ignore_patterns(
