@@ -194,6 +194,76 @@ def test_provenance_box_lists_every_field_in_both_languages(results):
     ]
 
 
+@pytest.mark.parametrize(
+    ("record", "message"),
+    [
+        ([1, 2], "must hold a JSON object, got list"),
+        ({"name": "x"}, "has no provenance, values (write it with inferlab.bench.write_result)"),
+        (
+            {**RECORD, "provenance": {"command": "c"}},
+            "provenance must give command, device, versions, date, got {'command': 'c'}",
+        ),
+        (
+            {**RECORD, "provenance": {**RECORD["provenance"], "versions": "torch 9"}},
+            "provenance versions must be an object of library versions, got 'torch 9'",
+        ),
+        (RECORD, None),
+    ],
+    ids=["a list", "two keys missing", "provenance without fields", "versions as text", "a good record"],
+)
+def test_record_problem_says_exactly_what_is_wrong(record, message):
+    assert mkdocs_hooks.record_problem(record) == message
+
+
+def test_small_floats_keep_four_significant_digits_in_lower_case():
+    assert mkdocs_hooks.format_value(1.23456e-05, "") == "1.235e-05"
+
+
+# Column keys with headers in inferlab.bench.labels; "model" is a data column, shown as it is even
+# when its value happens to be a label ("greedy"), while "strategy" labels are translated.
+LABELLED = {
+    **RECORD,
+    "name": "labelled",
+    "values": {
+        "rows": [
+            {"strategy": "greedy", "model": "greedy", "naive_s": 0.5, "causal": True, "k": None},
+            {"strategy": "beam 2, MAP", "model": "gpt2", "naive_s": 2.0, "causal": False, "k": 3},
+        ]
+    },
+}
+
+
+def test_table_is_in_english_unless_told_otherwise():
+    assert mkdocs_hooks.render_table(LABELLED, "rows").splitlines() == [
+        "| strategy | model | naive loop (s) | causal | k |",
+        "|---|---|---|---|---|",
+        "| greedy | greedy | 0.5 | yes | — |",  # None: not measured
+        "| beam 2, MAP | gpt2 | 2 | no | 3 |",
+    ]
+
+
+def test_a_zh_tw_page_gets_its_table_in_zh_tw(results):
+    (results / "labelled.json").write_text(json.dumps(LABELLED))
+    assert render("{{table labelled rows}}", "x/page.zh-TW.md").splitlines() == [
+        "| 策略 | 模型 | 無快取迴圈（秒） | 因果遮罩 | k |",
+        "|---|---|---|---|---|",
+        "| 貪婪 | greedy | 0.5 | 是 | — |",
+        "| 束寬 2、MAP | gpt2 | 2 | 否 | 3 |",
+    ]
+
+
+def test_provenance_lists_every_library_version():
+    record = {**RECORD, "provenance": {**RECORD["provenance"], "versions": {"torch": "2.5", "transformers": "4.46"}}}
+    assert mkdocs_hooks.render_provenance(record, "demo", "en") == (
+        '??? info "How this was measured"\n'
+        "    - Result file: `docs/results/demo.json`\n"
+        "    - Command: `python -m demo`\n"
+        "    - Device: CPU: test\n"
+        "    - Versions: torch 2.5, transformers 4.46\n"
+        "    - Date: 2026-01-01 00:00 UTC\n"
+    )
+
+
 # ----------------------------------------------------------------------------------------------
 # Language links: each page's language menu leads to its own twin, relatively.
 
@@ -234,6 +304,17 @@ def test_language_links_are_relative_so_the_site_works_under_any_sub_path():
     assert 'href="./" hreflang="zh-TW"' in out
 
 
+def test_head_alternate_links_are_removed_without_a_trace():
+    # On the home page: the two head links (and the line break between them) go; the menu links
+    # become relative ("./" is the page itself); other links stay as they were.
+    assert mkdocs_hooks.on_post_page(MATERIAL_HTML, SimpleNamespace(url=""), None) == (
+        "<head></head>"
+        '<a href="./" hreflang="en" class="md-select__link">English</a>'
+        '<a href="zh-TW/" hreflang="zh-TW" class="md-select__link">繁體中文</a>'
+        '<a href="../other/">unrelated</a>'
+    )
+
+
 # ----------------------------------------------------------------------------------------------
 # The content hook: glossary links point at the glossary of the page's own language.
 
@@ -263,6 +344,14 @@ def test_glossary_page_gets_row_anchors_and_notebooks_are_left_alone():
     notebook = SimpleNamespace(url="labs/x/", file=SimpleNamespace(src_uri="labs/x.ipynb"), toc=[])
     html = "<p>The KV cache grows.</p>"
     assert mkdocs_hooks.on_page_content(html, notebook, {"docs_dir": str(ROOT / "docs")}, None) == html
+
+
+def test_toc_ids_lists_nested_headings_in_reading_order():
+    def entry(anchor, *children):
+        return SimpleNamespace(id=anchor, children=list(children))
+
+    toc = [entry("intro", entry("setup", entry("setup-gpu")), entry("run")), entry("summary")]
+    assert mkdocs_hooks.toc_ids(toc) == ["intro", "setup", "setup-gpu", "run", "summary"]
 
 
 def test_post_build_keeps_every_cached_notebook_of_both_languages(tmp_path):
