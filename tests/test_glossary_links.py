@@ -170,3 +170,14 @@ def test_glossary_rows_are_named_by_the_text_of_their_first_cell():
         '<table><tr><th>English</th></tr><tr id="term-kv-cache">\n<td><strong>KV cache</strong></td><td>x</td></tr>'
         '<tr id="term-draft-model"><td>draft\nmodel</td><td>y</td></tr><tr id="term-q-a"><td>Q&amp;A</td></tr></table>'
     )
+
+
+def test_a_glossary_row_with_an_empty_zh_tw_term_is_refused(tmp_path):
+    # An empty term would match the empty string everywhere and write each run of text twice.
+    # (A row with an empty first cell reads as a table separator, so it never becomes a term.)
+    glossary = tmp_path / "glossary.md"
+    row = "| KV cache |  | the keys and values kept |"
+    glossary.write_text("| English | 中文 | Meaning |\n|---|---|---|\n" + row + "\n", encoding="utf-8")
+    for language in ("en", "zh-TW"):
+        with pytest.raises(ValueError, match="needs both an English and a zh-TW term"):
+            glossary_links.glossary_terms(glossary, language)

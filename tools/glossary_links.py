@@ -75,10 +75,20 @@ def table_rows(glossary: Path) -> list[list[str]]:
 
 
 def glossary_terms(glossary: Path, language: str) -> list[Term]:
-    """Return the glossary's terms as the page's language writes them."""
+    """Return the glossary's terms as the page's language writes them; refuse a row with an empty term.
+
+    An empty term would match the empty string at every position of every page, so it is an error
+    in the glossary, not something to link.
+    """
+    rows = table_rows(glossary)
+    for cells in rows:
+        if not cells[0] or not cells[1]:
+            raise ValueError(
+                f"{glossary}: the glossary row {' | '.join(cells)!r} needs both an English and a zh-TW term"
+            )
     return [
         Term(english=cells[0], text=cells[1] if language == "zh-TW" else cells[0], meaning=plain_meaning(cells[2]))
-        for cells in table_rows(glossary)
+        for cells in rows
     ]
 
 
