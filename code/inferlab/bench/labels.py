@@ -143,6 +143,10 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "predicted, whole run measured": ("predicted, whole run measured", "預測（整次執行皆為實測成本）"),
     "target calls, counted": ("target calls, counted", "目標模型呼叫次數（實際）"),
     "target calls, formula": ("target calls, formula's expectation", "目標模型呼叫次數（公式期望值）"),
+    # The theory check over all of a regime's prompts (speculative/bench.py, pooled_theory).
+    "measured": ("measured speed-up, all prompts", "實測加速（所有提示合計）"),
+    "measured ÷ predicted": ("measured ÷ predicted", "實測 ÷ 預測"),
+    "measured ÷ cost model": ("measured ÷ cost model (counted calls)", "實測 ÷ 成本模型（實際呼叫次數）"),
     "predicted_whole_run_at_best_gamma": (
         "predicted at that γ, whole run measured",
         "該 γ 的預測加速（整次執行實測成本）",
