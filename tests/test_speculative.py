@@ -828,7 +828,8 @@ def test_gamma_sweep_predicts_each_run_from_its_own_measured_costs(bundled_pairs
     # The theory check pools every prompt of the regime, each with its own alpha.
     assert record["theory_prompts"] == len(bench.THEORY_PROMPTS["short"]) == len(record["theory_alphas"])
     assert [t["gamma"] for t in record["theory"]] == [1, 2]
-    assert record["measured_over_predicted_min"] == min(t["measured ÷ predicted"] for t in record["theory"])
+    assert record["pooled_measured_over_predicted_min"] == min(t["measured ÷ predicted"] for t in record["theory"])
+    assert record["pooled_measured_over_cost_model_max"] == max(t["measured ÷ cost model"] for t in record["theory"])
 
 
 def _theory_entry(alpha, step, round_cost, prompt, plain, speculative, calls):
