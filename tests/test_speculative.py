@@ -882,3 +882,267 @@ def test_tree_experiment_compares_equal_budgets_and_keeps_greedy_output(bundled_
         assert rows[f"chain {nodes}"]["nodes_per_tree"] == rows[f"dynamic {nodes}"]["nodes_per_tree"] == nodes
         assert budget["dynamic / chain"] == pytest.approx(budget["dynamic tree"] / budget["chain"], abs=2e-3)
     assert rows["fixed 2-2-1"]["nodes_per_tree"] == 2 + 4 + 4
+
+
+# ----------------------------------------------------------------------------------------------
+# The cache-free reference, round by round, against an independent walk of the two models.
+
+
+def hesitant_table_pair() -> tuple[TableLM, TableLM]:
+    """A target and a noisy copy of it as the draft: some rounds keep every draft, some none, some part."""
+    target, draft = TableLM(6, seed=7, scale=2.0), TableLM(6, seed=7, scale=2.0)
+    draft.table = draft.table + torch.randn(draft.table.shape, generator=torch.Generator().manual_seed(8)) * 1.5
+    return target, draft
+
+
+def drafts_per_round(accepted_per_round: list[int], gamma: int, max_new_tokens: int) -> list[int]:
+    """How many drafts each round proposed: gamma, but one fewer than still needed (the target adds one)."""
+    drafted, produced = [], 0
+    for accepted in accepted_per_round:
+        drafted.append(min(gamma, max_new_tokens - produced - 1))
+        produced += accepted + 1  # the accepted drafts and the target's own token
+    return drafted
+
+
+def wrong_every_fifth_position(target):
+    """A draft equal to the target except at every fifth position, where its argmax is the next token id."""
+
+    def draft(ids):
+        logits = target(ids).clone()
+        wrong = torch.arange(ids.shape[1]) % 5 == 3
+        logits[:, wrong] = logits[:, wrong].roll(1, dims=-1)  # moves the argmax from token i to i + 1
+        return logits
+
+    return draft
+
+
+@pytest.mark.parametrize("gamma", [1, 3])
+def test_reference_greedy_is_plain_greedy_and_counts_what_each_round_did(gamma):
+    target = TableLM(6, seed=5, scale=2.0)
+    draft = wrong_every_fifth_position(target)
+    prompt, new = torch.tensor([[1, 2]]), 40
+    greedy = greedy_generate(target, prompt, new)[0].tolist()
+    result = speculative_sample_reference(target, draft, prompt, new, gamma, temperature=0)
+    assert result.sequences.tolist() == [greedy]
+    # Walk the rounds by hand: each round starts from a prefix of the target's greedy output; the draft
+    # continues it greedily, and the target keeps the drafts up to the first that leaves its greedy path.
+    produced, accepted_per_round, probs, drafted = 0, [], [], 0
+    while produced < new:
+        n_draft = min(gamma, new - produced - 1)
+        start = prompt.shape[1] + produced
+        proposal = greedy_generate(draft, torch.tensor([greedy[:start]]), n_draft)[0, start:].tolist()
+        agree = next((i for i in range(n_draft) if proposal[i] != greedy[start + i]), n_draft)
+        accepted_per_round.append(agree)
+        probs += [1.0] * agree + ([0.0] if agree < n_draft else [])  # a rejection is a checked draft too
+        drafted += n_draft
+        produced += agree + 1
+    # The walk must meet all three kinds of round, or it would not test the counters.
+    assert 0 in accepted_per_round and gamma in accepted_per_round
+    assert result.accepted_per_round == accepted_per_round
+    assert result.acceptance_probs == probs
+    assert result.accepted == sum(accepted_per_round) and result.drafted == drafted
+    assert result.rounds == result.target_calls == len(accepted_per_round)
+    assert result.draft_calls == drafted  # no cache: one draft call per drafted token
+
+
+def test_reference_sampling_records_each_checked_drafts_acceptance_probability():
+    """Leviathan et al.'s acceptance probability sum_x min(p(x), q(x)), computed from the tables for every
+    draft the target checked: the accepted ones (their context is in the output) and each round's rejection."""
+    target, draft = hesitant_table_pair()
+    prompt, new, gamma = [1, 2], 40, 3
+    result = speculative_sample_reference(
+        target, draft, torch.tensor([prompt]), new, gamma, generator=torch.Generator().manual_seed(0)
+    )
+    tokens = result.sequences[0].tolist()
+    expected, produced = [], 0
+    for accepted, n_draft in zip(
+        result.accepted_per_round, drafts_per_round(result.accepted_per_round, gamma, new), strict=True
+    ):
+        checked = accepted + (accepted < n_draft)  # the accepted drafts, then the rejected one if any
+        for i in range(checked):
+            context = tokens[: len(prompt) + produced + i]
+            expected.append(float(torch.minimum(target.next_probs(context), draft.next_probs(context)).sum()))
+        produced += accepted + 1
+    assert 0 < min(expected) and max(expected) < 1  # sampling: fractions, not greedy's 0 or 1
+    assert result.acceptance_probs == pytest.approx(expected)
+    assert result.rounds == result.target_calls == len(result.accepted_per_round) > 1
+    assert result.accepted == sum(result.accepted_per_round) and result.accepted > 0
+    assert result.drafted == result.draft_calls == sum(drafts_per_round(result.accepted_per_round, gamma, new))
+
+
+def test_reference_samples_at_temperature_one_by_default():
+    target, draft = hesitant_table_pair()
+    prompt = torch.tensor([[1, 2]])
+    default = speculative_sample_reference(target, draft, prompt, 30, 3, generator=torch.Generator().manual_seed(0))
+    explicit = speculative_sample_reference(
+        target, draft, prompt, 30, 3, temperature=1.0, generator=torch.Generator().manual_seed(0)
+    )
+    assert torch.equal(default.sequences, explicit.sequences)
+    # And it really samples: under the same uniforms the cached sampler, at temperature 1, draws the same.
+    fast = speculative_sample(target, draft, prompt, 30, 3, temperature=1.0, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(default.sequences, fast.sequences)
+    assert default.accepted_per_round == fast.accepted_per_round
+
+
+def nan_after(length: int, healthy):
+    """A logits function that is ``healthy`` on short inputs and returns NaN once it reads ``length`` tokens."""
+
+    def logits(ids):
+        out = healthy(ids)
+        return torch.full_like(out, float("nan")) if ids.shape[1] >= length else out
+
+    return logits
+
+
+@pytest.mark.parametrize("temperature", [0, 1.0])
+@pytest.mark.parametrize("sampler", [speculative_sample, speculative_sample_reference])
+def test_nan_logits_error_names_the_model_that_produced_them(sampler, temperature):
+    target, draft = hesitant_table_pair()
+    prompt = torch.tensor([[1, 2]])
+    settings = {"temperature": temperature, "generator": torch.Generator().manual_seed(0)}
+    with pytest.raises(ValueError, match="the draft returned NaN"):
+        sampler(target, nan_after(1, draft), prompt, 6, 2, **settings)
+    with pytest.raises(ValueError, match="the target returned NaN"):
+        sampler(nan_after(1, target), draft, prompt, 6, 2, **settings)
+
+
+@pytest.mark.parametrize("sampler", [speculative_sample, speculative_sample_reference])
+def test_samplers_check_the_draft_and_the_generator_before_any_work(sampler):
+    class SevenTokens(CallCounter):
+        vocab_size = 7
+
+    with pytest.raises(ValueError, match="target has 5 logits, draft has 7"):
+        sampler(CallCounter(), SevenTokens(), torch.tensor([[1, 2]]), 4, 2)
+    with pytest.raises(TypeError, match="generator must be None or a CPU torch.Generator"):
+        sampler(CallCounter(), CallCounter(), torch.tensor([[1, 2]]), 4, 2, temperature=0, generator=0)
+
+
+@pytest.mark.parametrize(("top_k", "top_p"), [(2, None), (None, 0.6), (3, 0.7)])
+def test_next_token_probs_applies_top_k_and_top_p(top_k, top_p):
+    from inferlab.speculative.sampler import next_token_probs
+
+    logits = torch.tensor([2.0, 0.5, 1.5, -1.0, 0.0, 1.0])
+    # The brute-force filter above, with k = 6 (keep all) or top_p = 1 (keep all) where one is off.
+    keep = keep_top_k_then_top_p(top_k or 6, top_p or 1.0, temperature=0.8)
+    expected = keep(logits.double().softmax(-1))
+    assert (expected == 0).any()  # the filter rules something out
+    torch.testing.assert_close(next_token_probs(logits, 0.8, top_k, top_p).double(), expected, atol=1e-6, rtol=0)
+
+
+# ----------------------------------------------------------------------------------------------
+# The formulas at the points where each term decides, and the tree helpers on trees worked by hand.
+
+
+def test_best_gamma_at_the_ends_of_its_range():
+    # alpha = 1 and free drafts (c = 0): a round of gamma drafts yields gamma + 1 tokens for one target
+    # step, so the speed-up gamma + 1 grows without end and the best gamma is the largest allowed.
+    assert best_gamma(1.0, 0.0) == 64
+    assert best_gamma(1.0, 0.0, max_gamma=5) == 5
+    # alpha = 0: every round yields exactly one token; with c = 0 every gamma ties at speed-up 1, and a
+    # tie goes to the smaller gamma.
+    assert best_gamma(0.0, 0.0) == 1
+    # alpha = 0.5, c = 0.3: gamma 1 gives 1.5 / 1.3 = 1.154, gamma 2 gives 1.75 / 1.6 = 1.094; more is worse.
+    assert best_gamma(0.5, 0.3) == 1
+
+
+def test_arithmetic_cost_increase_refuses_a_negative_cost_by_name():
+    with pytest.raises(ValueError, match="c_hat must be a finite number >= 0"):
+        arithmetic_cost_increase(0.5, 2, -1.0)
+
+
+def test_path_to_reads_a_branch_from_the_root_down():
+    from inferlab.speculative.tree import path_to
+
+    # Two roots (10, 11); 20 under 10; 30 under 20; 31 under 11.
+    nodes = [TreeNode(10, -1, 1), TreeNode(11, -1, 1), TreeNode(20, 0, 2), TreeNode(30, 2, 3), TreeNode(31, 1, 2)]
+    assert path_to(nodes, 3) == [10, 20, 30]
+    assert path_to(nodes, 4) == [11, 31]
+    assert path_to(nodes, 1) == [11]
+    assert path_to(nodes, -1) == []  # the root itself: no drafted token yet
+
+
+def test_tree_attention_mask_on_a_tree_worked_by_hand():
+    nodes = [TreeNode(10, -1, 1), TreeNode(11, -1, 1), TreeNode(20, 0, 2), TreeNode(30, 2, 3), TreeNode(31, 1, 2)]
+    T, F = True, False
+    expected = [  # 2 prefix columns, then one per node: each row sees the prefix, its ancestors and itself
+        [T, T, T, F, F, F, F],
+        [T, T, F, T, F, F, F],
+        [T, T, T, F, T, F, F],
+        [T, T, T, F, T, T, F],
+        [T, T, F, T, F, F, T],
+    ]
+    mask = tree_attention_mask(2, nodes)
+    # A boolean mask says where attention may look; a float one would be *added* to the scores by
+    # torch's scaled_dot_product_attention, so 0/1 floats would block nothing.
+    assert mask.dtype == torch.bool
+    assert mask.tolist() == expected
+
+
+# ----------------------------------------------------------------------------------------------
+# One round of verification at its edges: which uniform decides, ties, a residual of zero, bad rows.
+
+
+def use_uniforms(monkeypatch, values: list[float]) -> None:
+    """Make torch.rand hand out ``values`` in order (float64), so a test chooses each uniform itself."""
+    queue = list(values)
+
+    def fake_rand(*size, **kwargs):
+        shape = size[0] if size and isinstance(size[0], tuple) else size
+        drawn = [queue.pop(0) for _ in range(math.prod(shape))]
+        return torch.tensor(drawn if shape else drawn[0], dtype=torch.float64).reshape(shape)
+
+    monkeypatch.setattr(torch, "rand", fake_rand)
+
+
+def rows_with_ratios(ratios: list[float]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two-token rows where drafting token 0 is accepted with probability p(0) / q(0) = ratio (q uniform)."""
+    p = torch.tensor([[r / 2, 1 - r / 2] for r in ratios] + [[0.5, 0.5]], dtype=torch.float64)
+    return p, torch.full((len(ratios), 2), 0.5, dtype=torch.float64)
+
+
+def test_draft_i_is_kept_when_the_generators_i_th_float64_uniform_is_below_p_over_q():
+    """The stream contract both samplers share: first one float64 uniform per draft, in order."""
+    u = torch.rand(3, generator=torch.Generator().manual_seed(0), dtype=torch.float64).tolist()
+    eps = 1e-9
+    p_rows, q_rows = rows_with_ratios([u[0] + eps, u[1] + eps, u[2] - eps])  # keep, keep, reject
+    kept, accepted, probs = verify_drafts(p_rows, q_rows, [0, 0, 0], torch.Generator().manual_seed(0))
+    # Rejected token 0: the residual max(0, p - q) lives on token 1 alone.
+    assert (kept, accepted) == ([0, 0, 1], 2)
+    assert probs == pytest.approx([0.5 + (u[0] + eps) / 2, 0.5 + (u[1] + eps) / 2, 0.5 + (u[2] - eps) / 2])
+    p_rows, q_rows = rows_with_ratios([u[0] - eps, 1.0, 1.0])  # the first uniform alone now rejects
+    assert verify_drafts(p_rows, q_rows, [0, 0, 0], torch.Generator().manual_seed(0))[:2] == ([1], 0)
+
+
+def test_a_draft_the_target_rules_out_is_rejected_even_at_a_uniform_of_zero(monkeypatch):
+    # torch.rand draws from [0, 1), zero included; min(1, p/q) = 0 must mean never, so the test is u q < p.
+    use_uniforms(monkeypatch, [0.0, 0.5])
+    p = torch.tensor([[0.0, 1.0], [0.5, 0.5]], dtype=torch.float64)
+    q = torch.tensor([[0.5, 0.5]], dtype=torch.float64)
+    assert verify_drafts(p, q, [0])[:2] == ([1], 0)
+
+
+def test_a_rejection_with_nothing_left_in_the_residual_draws_from_p(monkeypatch):
+    """Rounding can leave p a hair below q everywhere (each sums to 1 only up to rounding): then
+    max(0, p - q) is all zero and the replacement token is drawn from p itself."""
+    use_uniforms(monkeypatch, [1 - 1e-15, 0.9])  # reject; then the second uniform picks from p's CDF
+    p = torch.tensor([[0.4 - 1e-12, 0.6 - 1e-12], [0.5, 0.5]], dtype=torch.float64)
+    q = torch.tensor([[0.4, 0.6]], dtype=torch.float64)
+    # 0.9 of p's mass lies past p(0) ~ 0.4, so the draw is token 1.
+    assert verify_drafts(p, q, [0])[:2] == ([1], 0)
+
+
+@pytest.mark.parametrize(
+    ("rows", "drafts", "message"),
+    [
+        ({"q_rows": torch.full((0, 4), 0.25)}, [0], r"q_rows must hold at least 1 rows for 1 drafts, got 0"),
+        ({"p_rows": torch.tensor([[0.25] * 4, [float("nan")] * 4])}, [0], r"p_rows\[1\] must be finite"),
+        ({"q_rows": torch.tensor([[0.5, -0.1, 0.3, 0.3]])}, [0], r"q_rows\[0\] must be non-negative"),
+        ({}, [4], r"drafts must be token ids in 0\.\.3, got 4"),  # one past the last id
+        ({}, [True], r"drafts must be token ids in 0\.\.3, got True"),
+        ({}, [1.0], r"drafts must be token ids in 0\.\.3, got 1\.0"),
+    ],
+)
+def test_verify_drafts_names_the_bad_row_or_draft(rows, drafts, message):
+    arguments = {"p_rows": torch.full((2, 4), 0.25), "q_rows": torch.full((1, 4), 0.25)} | rows
+    with pytest.raises(ValueError, match=message):
+        verify_drafts(drafts=drafts, **arguments)
