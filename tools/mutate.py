@@ -274,12 +274,24 @@ def run_tool(modules: list[str], jobs: int, done=None, sample: int | None = None
 NO_SUCH_MUTANT = "no-such-mutant"
 
 
+def tool_env() -> dict[str, str]:
+    """Return the environment of mutmut's runs: the tests' own, plus what makes forking one process
+    per mutant fast and safe.
+
+    tests/conftest.py imports the heavy modules once, in mutmut's fork server. One OpenMP thread:
+    collecting the tests runs torch code in the fork server, and a child forked from a process whose
+    OpenMP thread pool has started can hang in its first parallel region (each such mutant was then
+    wrongly counted as killed by a timeout).
+    """
+    return test_env() | {"INFERLAB_PRELOAD_MODELS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
 def generate_mutants(work: Path) -> list[str]:
     """Make mutmut generate every mutant of the copy (and its test stats) without testing any; return their names."""
     done = subprocess.run(
         [sys.executable, "-m", "mutmut", "run", NO_SUCH_MUTANT],
         cwd=work,
-        env=test_env() | {"INFERLAB_PRELOAD_MODELS": "1"},
+        env=tool_env(),
         capture_output=True,
         text=True,
     )
@@ -302,7 +314,7 @@ def run_mutmut(work: Path, jobs: int, names: list[str]) -> None:
         finished = subprocess.run(
             [sys.executable, "-m", "mutmut", "run", "--max-children", str(jobs), *names],
             cwd=work,
-            env=test_env() | {"INFERLAB_PRELOAD_MODELS": "1"},
+            env=tool_env(),
             stdout=out,
             stderr=subprocess.STDOUT,
         )
