@@ -501,6 +501,9 @@ def pooled_theory(pool: dict, gamma: int, new_tokens: int) -> dict:
         p["speculative"][gamma] for p in pool.values()
     )
 
+    def expected_rounds(p: dict) -> float:
+        return new_tokens / expected_tokens_per_step(p["alpha"], gamma)
+
     def predicted(rounds) -> float:
         plain = speculative = 0.0
         for p in pool.values():
@@ -509,7 +512,7 @@ def pooled_theory(pool: dict, gamma: int, new_tokens: int) -> dict:
             plain, speculative = plain + steps[0] * cost["target_step"], speculative + steps[1] * cost["target_step"]
         return plain / speculative
 
-    expected = predicted(lambda p: new_tokens / expected_tokens_per_step(p["alpha"], gamma))
+    expected = predicted(expected_rounds)
     return {
         "gamma": gamma,
         "measured": round(measured, 3),
@@ -517,9 +520,7 @@ def pooled_theory(pool: dict, gamma: int, new_tokens: int) -> dict:
         "measured ÷ predicted": round(measured / expected, 3),
         "measured ÷ cost model": round(measured / predicted(lambda p: p["calls"][gamma]), 3),
         "target calls, counted": sum(p["calls"][gamma] for p in pool.values()),
-        "target calls, formula": round(
-            sum(new_tokens / expected_tokens_per_step(p["alpha"], gamma) for p in pool.values()), 1
-        ),
+        "target calls, formula": round(sum(expected_rounds(p) for p in pool.values()), 1),
     }
 
 
