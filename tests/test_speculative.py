@@ -722,6 +722,29 @@ def test_sample_token_refuses_what_is_not_a_distribution(bad):
         sample_token(bad)
 
 
+def test_check_logits_refuses_exactly_the_rows_with_nan_or_plus_inf():
+    """Against the elementwise definition: any NaN or +inf anywhere is refused; -inf (a ruled-out token) is not."""
+    from inferlab.speculative.runner import check_logits
+
+    generator = torch.Generator().manual_seed(3)
+    specials = (float("nan"), float("inf"), float("-inf"))
+    for trial in range(300):
+        rows = int(torch.randint(1, 4, (1,), generator=generator))
+        logits = torch.randn(rows, 7, generator=generator)
+        for _ in range(int(torch.randint(0, 3, (1,), generator=generator))):  # 0, 1 or 2 special entries
+            at = int(torch.randint(0, logits.numel(), (1,), generator=generator))
+            logits.view(-1)[at] = specials[int(torch.randint(0, 3, (1,), generator=generator))]
+        if trial % 50 == 0:
+            logits[0] = float("-inf")  # a row that rules out every token is still not NaN
+        bad = bool(torch.isnan(logits).any() or torch.isposinf(logits).any())
+        if bad:
+            with pytest.raises(ValueError, match="the draft returned NaN or \\+inf"):
+                check_logits(logits, "draft")
+        else:
+            assert check_logits(logits, "draft") is logits
+    assert check_logits(torch.empty(0, 7), "target").shape == (0, 7)
+
+
 @pytest.mark.parametrize("temperature", [0, 1.0])
 def test_nan_logits_are_refused_not_decoded(temperature):
     for sampler in (speculative_sample, speculative_sample_reference):

@@ -33,7 +33,10 @@ def check_logits(logits: torch.Tensor, who: str) -> torch.Tensor:
 
     -inf is allowed: table models write log 0 = -inf for tokens they rule out.
     """
-    if torch.isnan(logits).any() or torch.isposinf(logits).any():
+    # One reduction finds both: the maximum is NaN if any entry is (torch.max propagates NaN), +inf
+    # if any entry is, and every comparison with NaN is False. Two elementwise tests cost a draft
+    # step of the bundled pair some 4% of its time; this costs under 1%.
+    if logits.numel() and not bool(logits.max() < torch.inf):
         raise ValueError(f"the {who} returned NaN or +inf logits; no distribution has them (check its weights/inputs)")
     return logits
 
