@@ -77,3 +77,50 @@ def test_bad_sample_or_jobs_is_refused_before_any_work(argv, capsys):
     with pytest.raises(SystemExit):
         mutate.main(argv)
     assert "--jobs and --sample must be integers >= 1" in capsys.readouterr().err
+
+
+def test_a_retest_of_survivors_moves_the_newly_killed_and_keeps_the_rest():
+    previous = {"killed": 90, "survived": 8, "no_tests": 2, "equivalent": 1, "survivors": list("abcdefghij")}
+    previous |= {"date": "2026-12-01", "sources_sha256": "x"}
+    retest = {"killed": 6, "survived": 2, "no_tests": 1, "equivalent": 1, "survivors": ["a", "b", "j"]}
+    merged = mutate.merge_retest(previous, retest)
+    assert (merged["killed"], merged["survived"], merged["no_tests"], merged["equivalent"]) == (96, 2, 1, 2)
+    assert merged["survivors"] == ["a", "b", "j"] and merged["retested_survivors"] == 10
+    assert merged["score"] == round(96 / 99, 4)  # the reviewed equivalent left the denominator
+    assert previous["killed"] == 90  # the recorded run is not changed in place
+
+
+def test_sources_digest_follows_every_mutated_file(tmp_path, monkeypatch):
+    for name in ("a.py", "b.py"):
+        (tmp_path / name).write_text("x = 1\n")
+    monkeypatch.setattr(mutate, "ROOT", tmp_path)
+    monkeypatch.setitem(mutate.MODULES, "toy", (["a.py", "b.py"], []))
+    before = mutate.sources_digest("toy")
+    assert before == mutate.sources_digest("toy")
+    (tmp_path / "b.py").write_text("x = 2\n")
+    assert mutate.sources_digest("toy") != before
+
+
+def test_survivors_refuses_a_run_recorded_with_other_sources_or_as_a_sample(monkeypatch):
+    import inferlab.bench
+
+    monkeypatch.setitem(mutate.MODULES, "toy", (["tools/mutate.py"], []))
+    current = mutate.sources_digest("toy")
+    recorded = {"killed": 1, "survived": 1, "survivors": ["a"], "sources_sha256": current, "date": "d"}
+    for entry, allowed in ((recorded, True), (recorded | {"sources_sha256": "old"}, False), (recorded | {"sampled": 5}, False)):
+        monkeypatch.setattr(inferlab.bench, "read_result", lambda name, entry=entry: {"values": {"tool": {"toy": entry}}})
+        if allowed:
+            assert mutate.previous_full_run("toy") == entry
+        else:
+            with pytest.raises(SystemExit, match="run the module in full"):
+                mutate.previous_full_run("toy")
+    monkeypatch.setattr(inferlab.bench, "read_result", lambda name: {"values": {"tool": {}}})
+    with pytest.raises(SystemExit, match="needs a recorded full mutmut run of toy"):
+        mutate.previous_full_run("toy")
+
+
+@pytest.mark.parametrize("argv", [["tool", "--survivors", "--sample", "3"], ["all", "--survivors"]])
+def test_survivors_goes_with_the_tool_kind_alone(argv, capsys):
+    with pytest.raises(SystemExit):
+        mutate.main(argv)
+    assert "--survivors goes with the tool kind alone" in capsys.readouterr().err

@@ -3,6 +3,7 @@
     nox -s mutate                                # both measurements, every module, then the result file
     nox -s mutate -- tool --modules bench hooks  # mutmut on some modules only
     nox -s mutate -- planted                     # the hand-written mutants only
+    nox -s mutate -- tool --modules flash --survivors --record   # after new tests: the survivors again
 
 Two independent measurements, each in a scratch copy under .mutation/ (the working tree is never
 touched, so it is safe while you edit):
@@ -16,7 +17,10 @@ touched, so it is safe while you edit):
 The score of a module is killed / (killed + survived): a mutant is killed when a test fails (or
 times out). Mutants that cannot change behaviour are left out: planted ones carry the reason in
 planted_mutants.py, tool ones are listed with theirs in tools/mutation_equivalent.txt after review.
-With ``--record`` the scores are merged into docs/results/mutation_score.json.
+With ``--record`` the scores are merged into docs/results/mutation_score.json, each module's with a
+digest of the files mutated. ``--survivors`` tests only the survivors of a recorded full run again
+(the killed ones stay killed: tests were only added); it refuses when the mutated files changed,
+since mutmut numbers the mutants within each function.
 
 It is slow (tens of minutes per module on 2 cores), so it is not part of ``nox -s test``.
 """
@@ -24,6 +28,7 @@ It is slow (tens of minutes per module on 2 cores), so it is not part of ``nox -
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -235,13 +240,57 @@ def reviewed_equivalents() -> dict[str, str]:
     return {name.strip(): why.strip() for name, *rest in pairs for why in (rest or [""]) if name.strip()}
 
 
-def run_tool(modules: list[str], jobs: int, done=None, sample: int | None = None, seed: int = 0) -> dict[str, dict]:
+def sources_digest(module: str) -> str:
+    """Return a SHA-256 over the files mutmut mutates for ``module``: mutant names are numbered within
+    each function, so they name the same mutants only while these files are unchanged."""
+    digest = hashlib.sha256()
+    for source in MODULES[module][0]:
+        digest.update(source.encode() + b"\0" + (ROOT / source).read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def previous_full_run(module: str) -> dict:
+    """Return the recorded full mutmut run of ``module`` that a --survivors run may build on, or exit saying why not."""
+    sys.path.insert(0, str(ROOT / "code"))
+    from inferlab.bench import read_result
+
+    try:
+        previous = read_result("mutation_score")["values"]["tool"][module]
+    except (FileNotFoundError, KeyError):
+        raise SystemExit(f"--survivors needs a recorded full mutmut run of {module}: run it without --survivors first")
+    if "sampled" in previous or previous.get("sources_sha256") != sources_digest(module):
+        raise SystemExit(
+            f"--survivors needs a full mutmut run of {module} recorded with the current sources "
+            f"({', '.join(MODULES[module][0])}); they changed or the run was a sample: run the module in full"
+        )
+    return previous
+
+
+def merge_retest(previous: dict, retest: dict) -> dict:
+    """Return a full run's counts after its survivors were tested again: newly killed ones move to killed,
+    newly reviewed equivalents leave the score, the rest stay survivors (untested ones stay untested)."""
+    merged = dict(previous)
+    merged["killed"] = previous["killed"] + retest["killed"]
+    merged["equivalent"] = previous["equivalent"] + retest["equivalent"]
+    merged["survived"], merged["no_tests"] = retest["survived"], retest["no_tests"]
+    merged["survivors"] = retest["survivors"]
+    merged["score"] = score(merged["killed"], merged["survived"] + merged["no_tests"])
+    merged["retested_survivors"] = len(previous["survivors"])
+    return merged
+
+
+def run_tool(
+    modules: list[str], jobs: int, done=None, sample: int | None = None, seed: int = 0, survivors: bool = False
+) -> dict[str, dict]:
     """Run mutmut over each module with its own tests; return per-module counts and survivors.
 
     With ``sample``, only that many mutants of each module, drawn at random (seeded), are tested:
-    the score is then an estimate, recorded with its 95% interval.
+    the score is then an estimate, recorded with its 95% interval. With ``survivors``, only the
+    survivors of the module's recorded full run are tested again (after new tests were written),
+    which is valid only while the mutated sources are unchanged: their digest is checked.
     """
     equivalents = reviewed_equivalents()
+    previous = {module: previous_full_run(module) for module in modules} if survivors else {}
     summary = {}
     for module in modules:
         work = WORK / f"tool-{module}"
@@ -256,11 +305,20 @@ def run_tool(modules: list[str], jobs: int, done=None, sample: int | None = None
             names = generate_mutants(work)
             chosen = draw_sample(names, sample, seed)
             print(f"  testing a random sample of {len(chosen)} of {len(names)} mutants (seed {seed})", flush=True)
-        run_mutmut(work, jobs, sorted(chosen or []))
-        counts = count_results(work, equivalents, chosen)
-        if chosen is not None:
+        elif survivors:
+            chosen = set(previous[module]["survivors"])
+            print(f"  testing again the {len(chosen)} survivors of the run of {previous[module]['date']}", flush=True)
+        if chosen == set():  # nothing to test again (mutmut takes an empty list of names as "every mutant")
+            counts = {"killed": 0, "survived": 0, "no_tests": 0, "equivalent": 0, "survivors": []}
+        else:
+            run_mutmut(work, jobs, sorted(chosen or []))
+            counts = count_results(work, equivalents, chosen)
+        if sample:
             counts |= {"sampled": len(chosen), "mutants": len(names), "seed": seed}
             counts["interval_95"] = wilson_interval(counts["killed"], counts["survived"] + counts["no_tests"])
+        elif survivors:
+            counts = merge_retest(previous[module], counts)
+        counts["sources_sha256"] = sources_digest(module)
         counts["minutes"] = round((time.perf_counter() - start) / 60, 1)
         summary[module] = counts
         print(f"  {module}: {counts['killed']} killed, {counts['survived']} survived, {counts['no_tests']} untested")
@@ -420,15 +478,22 @@ def main(argv: list[str] | None = None) -> None:
         "--sample", type=int, help="mutmut: test this many mutants per module, drawn at random, instead of all"
     )
     parser.add_argument("--seed", type=int, default=0, help="the random draw of --sample (default 0)")
+    parser.add_argument(
+        "--survivors",
+        action="store_true",
+        help="mutmut: test again only the survivors of each module's recorded full run (sources unchanged)",
+    )
     args = parser.parse_args(argv)
     if args.jobs < 1 or (args.sample is not None and args.sample < 1):
         parser.error(f"--jobs and --sample must be integers >= 1, got {args.jobs} and {args.sample}")
+    if args.survivors and (args.sample is not None or args.kind != "tool"):
+        parser.error("--survivors goes with the tool kind alone, without --sample")
     command = "python tools/mutate.py " + " ".join(argv if argv is not None else sys.argv[1:])
     done = (lambda kind, module, counts: record(kind, module, counts, command)) if args.record else None
     if args.kind in ("all", "planted"):
         print_table("Hand-written mutants (tools/planted_mutants.py)", run_planted(args.modules, done))
     if args.kind in ("all", "tool"):
-        print_table("mutmut", run_tool(args.modules, args.jobs, done, args.sample, args.seed))
+        print_table("mutmut", run_tool(args.modules, args.jobs, done, args.sample, args.seed, args.survivors))
 
 
 if __name__ == "__main__":
