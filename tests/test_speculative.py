@@ -857,7 +857,7 @@ def test_gamma_sweep_predicts_each_run_from_its_own_measured_costs(bundled_pairs
 
 def _theory_entry(alpha, step, round_cost, prompt, plain, speculative, calls):
     cost = {"target_step": step, "round": {3: round_cost}, "prompt": prompt, "draft_prompt": 0.5}
-    return {"alpha": alpha, "cost": cost, "plain": [plain], "speculative": {3: speculative}, "calls": {3: calls}}
+    return {"alpha": alpha, "cost": cost, "plain": {3: [plain]}, "speculative": {3: speculative}, "calls": {3: calls}}
 
 
 def test_pooled_theory_of_one_prompt_is_that_prompts_whole_run_prediction():
@@ -873,6 +873,27 @@ def test_pooled_theory_of_one_prompt_is_that_prompts_whole_run_prediction():
     counted = run_speedup(40, 12, 2.2, 4.0, 0.5)
     assert theory["measured ÷ cost model"] == pytest.approx((0.5 / 0.3) / counted, abs=1e-3)
     assert theory["target calls, formula"] == pytest.approx(40 / expected_tokens_per_step(0.7, 3), abs=0.05)
+
+
+def test_each_speedup_divides_by_the_plain_runs_of_its_own_block():
+    """A slow spell during gamma 2's block slows its plain runs too: the ratio uses that block's plain median."""
+    from inferlab.speculative import bench
+    from inferlab.speculative.formulas import expected_run_speedup
+
+    plain = {"plain_inferlab": {1: [1.0, 1.2, 1.1], 2: [2.0, 2.2, 2.1]}, "plain_transformers": {1: [1.5], 2: [3.0]}}
+    cost = {"c": 0.1, "verify": {1: 1.2, 2: 1.4}, "round": {1: 1.3, 2: 1.6}, "prompt": 2.0, "draft_prompt": 0.2}
+    rows = [
+        {"gamma": 1, "method": "ours_speculative", "seconds": 0.55, "target_calls": 6},
+        {"gamma": 2, "method": "ours_speculative", "seconds": 1.05, "target_calls": 4},
+        {"gamma": 2, "method": "hf_assisted", "seconds": 1.5},
+        {"gamma": 2, "method": "ours_speculative_transformers", "seconds": 1.2, "target_calls": 4},
+    ]
+    bench.add_speedups(rows, plain, "plain_inferlab", {"inferlab": cost, "transformers": cost}, 0.5, 8)
+    assert [r["speedup"] for r in rows] == [round(1.1 / 0.55, 3), round(2.1 / 1.05, 3), 1.4, 1.75]
+    assert rows[1]["speedup_same_runtime"] == 2.0 and rows[3]["speedup_same_runtime"] == 2.5  # 3.0 / 1.2
+    assert "speedup_same_runtime" not in rows[2]
+    predicted = expected_run_speedup(0.5, 2, 8, 1.6, 2.0, 0.2)
+    assert rows[1]["measured_over_predicted"] == round(2.0 / predicted, 3)
 
 
 def test_pooled_theory_sums_seconds_across_prompts_before_dividing():

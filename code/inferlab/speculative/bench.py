@@ -415,15 +415,19 @@ def sweep_regime(pairs: dict, tokenizer, regime: str, gammas: list[int], repeat:
         name: theory_prompt(pairs["inferlab"], more_ids, gammas, repeat, max_new)
         for name, more_ids in more_prompts.items()
     }
-    rows, plain_seconds, identical, run_alpha = [], {"plain_inferlab": [], "plain_transformers": []}, True, []
+    # Plain decoding's seconds per runtime and per gamma: each gamma's block of runs is timed
+    # round-robin, and every speed-up divides by the plain runs of its own block, so that a slow
+    # spell of the machine during one block slows both sides of its ratio alike.
+    plain_seconds: dict[str, dict[int, list[float]]] = {"plain_inferlab": {}, "plain_transformers": {}}
+    rows, identical, run_alpha = [], True, []
     for gamma in _progress(gammas, f"{regime} prompts, gamma"):
         # The theory check's other prompts run round-robin with every method on the regime's own prompt.
         runs = method_runs(pairs, ids, max_new, gamma) | theory_runs(target, draft, more_prompts, max_new, gamma)
         seconds, outputs = timed_runs(runs, repeat)
         for name, record in pool.items():
             identical &= record_theory_runs(record, name, gamma, seconds, outputs)
-        for name in plain_seconds:
-            plain_seconds[name] += seconds.pop(name)
+        for name, by_gamma in plain_seconds.items():
+            by_gamma[gamma] = seconds.pop(name)
         for out in outputs.values():
             sequence = out.sequences if hasattr(out, "sequences") else out
             identical &= torch.equal(sequence[:, : reference.shape[1]], reference)
@@ -434,30 +438,9 @@ def sweep_regime(pairs: dict, tokenizer, regime: str, gammas: list[int], repeat:
             if method in ("ours_speculative", "ours_prompt_lookup", "ours_speculative_transformers"):
                 row["target_calls"] = outputs[method].target_calls
             rows.append(row)
-    plain = {name: statistics.median(times) for name, times in plain_seconds.items()}
-    fastest_plain = min(plain.values())
-    for row in rows:
-        row["speedup"] = round(fastest_plain / row["seconds"], 3)
-        runtime = "transformers" if row["method"] in ("ours_speculative_transformers", "hf_assisted") else "inferlab"
-        if row["method"] in ("ours_speculative", "ours_speculative_transformers"):
-            cost = costs[runtime]
-            row["speedup_same_runtime"] = round(plain[f"plain_{runtime}"] / row["seconds"], 3)
-            row["predicted_speedup"] = round(expected_speedup(alpha, row["gamma"], cost["c"]), 3)
-            # The same formula with the target's measured cost of checking gamma + 1 tokens.
-            predicted = expected_speedup(alpha, row["gamma"], cost["c"], cost["verify"][row["gamma"]])
-            row["predicted_with_verify_cost"] = round(predicted, 3)
-            # The whole run as timed: the prompt read once, gamma draft steps in a real round, the check.
-            whole_run = expected_run_speedup(
-                alpha, row["gamma"], max_new, cost["round"][row["gamma"]], cost["prompt"], cost["draft_prompt"]
-            )
-            row["predicted_whole_run"] = round(whole_run, 3)
-            row["measured_over_predicted"] = round(row["speedup_same_runtime"] / whole_run, 3)
-            # The same costs with the rounds this run really needed instead of the formula's
-            # expectation: what is left is the cost model's own error, not the acceptance model's.
-            counted = run_speedup(
-                max_new, row["target_calls"], cost["round"][row["gamma"]], cost["prompt"], cost["draft_prompt"]
-            )
-            row["measured_over_cost_model"] = round(row["speedup_same_runtime"] / counted, 3)
+    all_plain = {name: [s for times in by_gamma.values() for s in times] for name, by_gamma in plain_seconds.items()}
+    plain = {name: statistics.median(times) for name, times in all_plain.items()}
+    add_speedups(rows, plain_seconds, min(plain, key=plain.get), costs, alpha, max_new)
     own = [r for r in rows if r["method"] == "ours_speculative"]
     pool = {
         "prompt 1": {
@@ -469,8 +452,33 @@ def sweep_regime(pairs: dict, tokenizer, regime: str, gammas: list[int], repeat:
         }
     } | pool
     theory = [pooled_theory(pool, gamma, max_new) for gamma in gammas]
-    record = summarize(regime, rows, alpha, run_alpha, costs, plain, plain_seconds, max_new, ids.shape[1], identical)
+    record = summarize(regime, rows, alpha, run_alpha, costs, plain, all_plain, max_new, ids.shape[1], identical)
     return record | theory_summary(theory, pool)
+
+
+def add_speedups(rows: list[dict], plain_seconds: dict, fastest: str, costs: dict, alpha: float, max_new: int) -> None:
+    """Give each row its speed-up over the fastest plain loop (``fastest``, timed in the row's own block),
+    and each speculative row its speed-up over plain decoding on its own runtime and the predictions."""
+    for row in rows:
+        gamma = row["gamma"]
+        block = {name: statistics.median(by_gamma[gamma]) for name, by_gamma in plain_seconds.items()}
+        row["speedup"] = round(block[fastest] / row["seconds"], 3)
+        runtime = "transformers" if row["method"] in ("ours_speculative_transformers", "hf_assisted") else "inferlab"
+        if row["method"] not in ("ours_speculative", "ours_speculative_transformers"):
+            continue
+        cost = costs[runtime]
+        row["speedup_same_runtime"] = round(block[f"plain_{runtime}"] / row["seconds"], 3)
+        row["predicted_speedup"] = round(expected_speedup(alpha, gamma, cost["c"]), 3)
+        # The same formula with the target's measured cost of checking gamma + 1 tokens.
+        row["predicted_with_verify_cost"] = round(expected_speedup(alpha, gamma, cost["c"], cost["verify"][gamma]), 3)
+        # The whole run as timed: the prompt read once, gamma draft steps in a real round, the check.
+        whole_run = expected_run_speedup(alpha, gamma, max_new, cost["round"][gamma], cost["prompt"], cost["draft_prompt"])
+        row["predicted_whole_run"] = round(whole_run, 3)
+        row["measured_over_predicted"] = round(row["speedup_same_runtime"] / whole_run, 3)
+        # The same costs with the rounds this run really needed instead of the formula's
+        # expectation: what is left is the cost model's own error, not the acceptance model's.
+        counted = run_speedup(max_new, row["target_calls"], cost["round"][gamma], cost["prompt"], cost["draft_prompt"])
+        row["measured_over_cost_model"] = round(row["speedup_same_runtime"] / counted, 3)
 
 
 def theory_prompt(pair: tuple, ids: torch.Tensor, gammas: list[int], repeat: int, new_tokens: int) -> dict:
@@ -482,7 +490,7 @@ def theory_prompt(pair: tuple, ids: torch.Tensor, gammas: list[int], repeat: int
     return {
         "alpha": greedy_alpha(target, draft, ids, new_tokens),
         "cost": runtime_costs({"inferlab": pair}, ids, gammas, repeat, context=context)["inferlab"],
-        "plain": [],
+        "plain": {},
         "speculative": {},
         "calls": {},
         "reference": reference,
@@ -502,7 +510,7 @@ def theory_runs(target, draft, prompts: dict[str, torch.Tensor], new_tokens: int
 
 def record_theory_runs(record: dict, name: str, gamma: int, seconds: dict, outputs: dict) -> bool:
     """Move one prompt's timings out of ``seconds`` into its entry; return whether both outputs equal greedy."""
-    record["plain"] += seconds.pop(f"plain_inferlab {name}")
+    record["plain"][gamma] = seconds.pop(f"plain_inferlab {name}")
     record["speculative"][gamma] = statistics.median(seconds.pop(f"ours_speculative {name}"))
     speculative = outputs.pop(f"ours_speculative {name}")
     record["calls"][gamma] = speculative.target_calls
@@ -514,11 +522,12 @@ def record_theory_runs(record: dict, name: str, gamma: int, seconds: dict, outpu
 def pooled_theory(pool: dict, gamma: int, new_tokens: int) -> dict:
     """Return the theory check at one gamma over all of a regime's prompts timed together.
 
-    Measured: the plain runs' total time over the speculative runs' total. Predicted: the same totals
+    Measured: the plain runs' total time over the speculative runs' total, both from this gamma's own
+    block of round-robin runs (medians per prompt). Predicted: the same totals
     from each prompt's own alpha and costs (in seconds: steps times that prompt's target step), with
     the formula's expected rounds, and again with the rounds the runs really needed (the cost model alone).
     """
-    measured = sum(statistics.median(p["plain"]) for p in pool.values()) / sum(
+    measured = sum(statistics.median(p["plain"][gamma]) for p in pool.values()) / sum(
         p["speculative"][gamma] for p in pool.values()
     )
 
