@@ -107,8 +107,14 @@ def test_survivors_refuses_a_run_recorded_with_other_sources_or_as_a_sample(monk
     monkeypatch.setitem(mutate.MODULES, "toy", (["tools/mutate.py"], []))
     current = mutate.sources_digest("toy")
     recorded = {"killed": 1, "survived": 1, "survivors": ["a"], "sources_sha256": current, "date": "d"}
-    for entry, allowed in ((recorded, True), (recorded | {"sources_sha256": "old"}, False), (recorded | {"sampled": 5}, False)):
-        monkeypatch.setattr(inferlab.bench, "read_result", lambda name, entry=entry: {"values": {"tool": {"toy": entry}}})
+    for entry, allowed in (
+        (recorded, True),
+        (recorded | {"sources_sha256": "old"}, False),
+        (recorded | {"sampled": 5}, False),
+    ):
+        monkeypatch.setattr(
+            inferlab.bench, "read_result", lambda name, entry=entry: {"values": {"tool": {"toy": entry}}}
+        )
         if allowed:
             assert mutate.previous_full_run("toy") == entry
         else:

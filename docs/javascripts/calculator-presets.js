@@ -85,39 +85,39 @@ window.INFERLAB_PRESETS = {
   ],
   "speculative": {
     "source": "docs/results/speculative_gamma_sweep.json",
-    "date": "2026-12-01 05:17 UTC",
+    "date": "2026-12-01 20:24 UTC",
     "presets": {
       "short-inferlab": {
         "regime": "short",
         "runtime": "inferlab",
         "alpha": 0.7812,
-        "c": 0.0611,
+        "c": 0.0622,
         "gamma": 8,
-        "measured_speedup": 1.867
+        "measured_speedup": 1.838
       },
       "short-transformers": {
         "regime": "short",
         "runtime": "transformers",
         "alpha": 0.7812,
-        "c": 0.0808,
+        "c": 0.085,
         "gamma": 8,
-        "measured_speedup": 1.666
+        "measured_speedup": 1.617
       },
       "long-inferlab": {
         "regime": "long",
         "runtime": "inferlab",
         "alpha": 0.8203,
-        "c": 0.0614,
+        "c": 0.0652,
         "gamma": 8,
-        "measured_speedup": 1.814
+        "measured_speedup": 1.778
       },
       "long-transformers": {
         "regime": "long",
         "runtime": "transformers",
         "alpha": 0.8203,
-        "c": 0.0902,
+        "c": 0.0782,
         "gamma": 8,
-        "measured_speedup": 1.647
+        "measured_speedup": 1.484
       }
     }
   }

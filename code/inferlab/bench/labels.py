@@ -423,7 +423,7 @@ FIGURE_TEXT: dict[str, str] = {
     "tokens per target call": "每次目標模型呼叫的詞元數",
     "speed-up over plain greedy": "相對一般貪婪解碼的加速",
     "tokens per target call (12 prompts pooled)": "每次目標模型呼叫的詞元數（12 個提示合計）",
-    "speed-up over plain greedy (long prompt)": "相對一般貪婪解碼的加速（長提示）",
+    "speed-up over plain greedy (the long prompts together)": "相對一般貪婪解碼的加速（各長提示合計）",
     "target: cross-entropy": "目標模型：交叉熵",
     "draft: cross-entropy": "草稿模型：交叉熵",
     "step": "訓練步數",
