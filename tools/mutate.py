@@ -256,8 +256,10 @@ def previous_full_run(module: str) -> dict:
 
     try:
         previous = read_result("mutation_score")["values"]["tool"][module]
-    except (FileNotFoundError, KeyError):
-        raise SystemExit(f"--survivors needs a recorded full mutmut run of {module}: run it without --survivors first")
+    except (FileNotFoundError, KeyError) as missing:
+        raise SystemExit(
+            f"--survivors needs a recorded full mutmut run of {module}: run it without --survivors first"
+        ) from missing
     if "sampled" in previous or previous.get("sources_sha256") != sources_digest(module):
         raise SystemExit(
             f"--survivors needs a full mutmut run of {module} recorded with the current sources "
