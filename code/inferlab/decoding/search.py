@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -89,8 +88,10 @@ def perplexity(model: Any, tokens: Sequence[int], prompt: Sequence[int] | None =
     """Return exp(mean negative log-likelihood per token): the model's average branching factor."""
     logprobs = token_logprobs(model, tokens, prompt)
     mean_nll = -math.fsum(logprobs) / len(logprobs)
-    # exp overflows a float past ~709.78: such a perplexity is beyond float range, which is inf.
-    return math.exp(mean_nll) if mean_nll < math.log(sys.float_info.max) else math.inf
+    try:
+        return math.exp(mean_nll)
+    except OverflowError:  # past ~709.78 the perplexity is beyond float range, which is inf
+        return math.inf
 
 
 # --8<-- [end:sequence_logprob]
@@ -316,10 +317,11 @@ def dp_pairs_per_step(vocab: int, length: int, order: int) -> list[int]:
         raise ValueError(f"order must keep vocab^order states <= 10^6 to follow, got {vocab}^{order}")
     states = {()}  # before the first token: a single state, the empty prefix
     pairs_per_step = []
-    for _ in range(length):
+    for step in range(length):
+        if step:  # the states after one more token: every state extended by every token, last k kept
+            extended = ((*state, token) for state in states for token in range(vocab))
+            states = {window[max(0, len(window) - order) :] for window in extended}
         pairs_per_step.append(len(states) * vocab)  # each state is scored once per next token
-        extended = ((*state, token) for state in states for token in range(vocab))
-        states = {window[max(0, len(window) - order) :] for window in extended}
     return pairs_per_step
 
 
