@@ -34,10 +34,11 @@ def dp_pairs_per_step(vocab: int, length: int, order: int) -> list[int]:
         raise ValueError(f"order must keep vocab^order states <= 10^6 to follow, got {vocab}^{order}")
     states = {()}  # before the first token: a single state, the empty prefix
     pairs_per_step = []
-    for _ in range(length):
+    for step in range(length):
+        if step:  # the states after one more token: every state extended by every token, last k kept
+            extended = ((*state, token) for state in states for token in range(vocab))
+            states = {window[max(0, len(window) - order) :] for window in extended}
         pairs_per_step.append(len(states) * vocab)  # each state is scored once per next token
-        extended = ((*state, token) for state in states for token in range(vocab))
-        states = {window[max(0, len(window) - order) :] for window in extended}
     return pairs_per_step
 
 
