@@ -51,15 +51,27 @@ BAD_INPUT = "tests/test_bad_input.py"
 MODULES: dict[str, tuple[list[str], list[str]]] = {
     "decoding": (
         ["code/inferlab/decoding/sampling.py", "code/inferlab/decoding/search.py", "code/inferlab/decoding/tables.py"],
-        ["tests/test_decoding_sampling.py", "tests/test_decoding_search.py", BAD_INPUT],
+        [
+            "tests/test_decoding_sampling.py",
+            "tests/test_decoding_search.py",
+            "tests/test_decoding_sampling_exact.py",
+            "tests/test_decoding_search_exact.py",
+            BAD_INPUT,
+        ],
     ),
     "kvcache": (
         ["code/inferlab/kvcache/decoder.py", "code/inferlab/kvcache/generate.py", "code/inferlab/kvcache/size.py"],
-        ["tests/test_kvcache.py", "tests/test_kvcache_size.py", BAD_INPUT],
+        ["tests/test_kvcache.py", "tests/test_kvcache_size.py", "tests/test_kvcache_exact.py", BAD_INPUT],
     ),
     "paged": (
         ["code/inferlab/paged/blocks.py", "code/inferlab/paged/engine.py", "code/inferlab/paged/attention.py"],
-        ["tests/test_paged_blocks.py", "tests/test_paged_engine.py", "tests/test_paged_labs.py", BAD_INPUT],
+        [
+            "tests/test_paged_blocks.py",
+            "tests/test_paged_engine.py",
+            "tests/test_paged_labs.py",
+            "tests/test_paged_exact.py",
+            BAD_INPUT,
+        ],
     ),
     "flash": (
         ["code/inferlab/flash/reference.py", "code/inferlab/flash/tiled.py", "code/inferlab/flash/traffic.py"],

@@ -22,6 +22,7 @@ quantity the KV-cache guide is about.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -254,7 +255,8 @@ def fused_attention(
     check_cached_attention(q, k, v, q_start, causal)
     q_len, k_len = q.shape[2], k.shape[2]
     grouped = q.shape[1] != k.shape[1]
-    if allowed is None and causal and q_len > 1:
+    # Only a lone query at the last key may skip the mask: it reads every key. Any other query must not.
+    if allowed is None and causal and not (q_len == 1 and q_start == k_len - 1):
         if q_start == 0 and q_len == k_len:  # a whole prompt: the kernel's own causal mask, no mask tensor
             return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=grouped)
         query_pos = torch.arange(q_start, q_start + q_len, device=q.device)[:, None]
@@ -434,6 +436,8 @@ class LlamaDecoder(nn.Module):
         cls, path_or_model: Any, dtype: torch.dtype | None = None, device: str | torch.device | None = None
     ) -> LlamaDecoder:
         """Return a LlamaDecoder holding the weights of a local path, hub id or loaded LlamaForCausalLM."""
+        if isinstance(path_or_model, (str, Path)) and str(path_or_model).startswith("~"):
+            path_or_model = Path(os.path.expanduser(path_or_model))  # "~/ckpt" lives in the home folder
         hf_model = path_or_model
         if isinstance(path_or_model, (str, Path)) and _is_safetensors_folder(Path(path_or_model)):
             return cls.from_safetensors_folder(Path(path_or_model), dtype, device)

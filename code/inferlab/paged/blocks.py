@@ -28,9 +28,11 @@ number, not a hash), so even a forced hash collision cannot serve wrong KV.
 from __future__ import annotations
 
 import hashlib
+import operator
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 # --8<-- [start:block_hash]
 ROOT_HASH = 0  # the "parent hash" of a sequence's first block
@@ -88,6 +90,20 @@ class SeqState:
 
 class OutOfBlocksError(RuntimeError):
     """Raised when a request needs more free blocks than the cache has; nothing was changed."""
+
+
+def _as_token_id(value: Any) -> Any:
+    """Return value as a Python int if it is an integer, else unchanged (to be refused by the caller).
+
+    operator.index, not int(): a float tensor has __index__ too, and int(torch.tensor(1.7)) is 1, but
+    1.7 is not a token id. True is not one either, though Python lets it pass for 1.
+    """
+    if isinstance(value, bool):
+        return value
+    try:
+        return operator.index(value)
+    except TypeError:
+        return value
 
 
 class BlockManager:
@@ -294,8 +310,7 @@ class BlockManager:
     def _checked_tokens(token_ids: Sequence[int]) -> list[int]:
         if isinstance(token_ids, (str, bytes)) or not hasattr(token_ids, "__len__"):
             raise TypeError(f"token_ids must be a sequence of ints, got {type(token_ids).__name__}")
-        # True is not a token id, though Python lets it pass for 1: keep bools as they are, to be refused.
-        tokens = [int(t) if hasattr(t, "__index__") and not isinstance(t, bool) else t for t in token_ids]
+        tokens = [_as_token_id(t) for t in token_ids]
         if not tokens:
             raise ValueError("token_ids must hold at least one token id, got an empty sequence")
         bad = [t for t in tokens if not isinstance(t, int) or isinstance(t, bool) or t < 0]
