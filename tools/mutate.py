@@ -86,7 +86,7 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
         ],
         ["tests/test_speculative.py", BAD_INPUT],
     ),
-    "bench": (["code/inferlab/bench/__init__.py"], ["tests/test_bench.py", BAD_INPUT]),
+    "bench": (["code/inferlab/bench/__init__.py"], ["tests/test_bench.py", "tests/test_bench_exact.py", BAD_INPUT]),
     "hooks": (
         ["tools/mkdocs_hooks.py", "tools/glossary_links.py"],
         [
