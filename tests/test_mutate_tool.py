@@ -54,7 +54,7 @@ def test_count_results_reads_mutmut_exit_codes_and_keeps_to_the_sample(tmp_path)
     codes = {"m.x_f__mutmut_1": 1, "m.x_f__mutmut_2": 0, "m.x_f__mutmut_3": 33, "m.x_f__mutmut_4": 36}
     codes |= {"m.x_f__mutmut_5": None, "m.x_f__mutmut_6": 0}
     meta.write_text(json.dumps({"exit_code_by_key": codes}))
-    equivalents = {"m.x_f__mutmut_6": "cannot change behaviour"}
+    equivalents = {"m.x_f__mutmut_6": (None, "cannot change behaviour")}  # not fingerprinted: trusted
     counts = mutate.count_results(tmp_path, equivalents, chosen=None)
     assert (counts["killed"], counts["survived"], counts["no_tests"], counts["equivalent"]) == (2, 1, 1, 1)
     assert counts["survivors"] == ["m.x_f__mutmut_2", "m.x_f__mutmut_3"]
@@ -130,3 +130,104 @@ def test_survivors_goes_with_the_tool_kind_alone(argv, capsys):
     with pytest.raises(SystemExit):
         mutate.main(argv)
     assert "--survivors goes with the tool kind alone" in capsys.readouterr().err
+
+
+# A module as mutmut 3 writes it: the original function and each mutant as a sibling function.
+MUTATED_MODULE = """
+def x_area__mutmut_orig(width, height):
+    \"\"\"Return the area.\"\"\"
+    return width * height
+
+def x_area__mutmut_1(width, height):
+    \"\"\"Return the area.\"\"\"
+    return width / height
+
+def x_area__mutmut_2(width, height):
+    \"\"\"Return the area.\"\"\"
+    return width * height * 1
+
+class Box:
+    def xǁBoxǁside__mutmut_orig(self):
+        return self.size
+
+    def xǁBoxǁside__mutmut_1(self):
+        return None
+"""
+
+
+def mutated_package(root: Path, codes: dict[str, int | None]) -> Path:
+    source = root / "mutants" / "src" / "pkg" / "shapes.py"
+    source.parent.mkdir(parents=True)
+    source.write_text(MUTATED_MODULE, encoding="utf-8")
+    source.with_name("shapes.py.meta").write_text(json.dumps({"exit_code_by_key": codes}))
+    return root
+
+
+def test_a_mutants_change_is_read_from_mutmuts_copy(tmp_path):
+    work = mutated_package(tmp_path, {})
+    assert mutate.mutant_change(work, "pkg.shapes.x_area__mutmut_1") == [
+        "-return width * height",
+        "+return width / height",
+    ]
+    assert mutate.mutant_change(work, "pkg.shapes.xǁBoxǁside__mutmut_1") == ["-return self.size", "+return None"]
+    assert mutate.mutant_change(work, "pkg.shapes.x_area__mutmut_9") is None  # no such mutant
+    assert mutate.mutant_change(work, "pkg.other.x_area__mutmut_1") is None  # no such file
+    one, two = (mutate.mutant_fingerprint(work, f"pkg.shapes.x_area__mutmut_{i}") for i in (1, 2))
+    assert one != two and len(one) == 12
+
+
+def test_a_fingerprint_names_the_change_not_the_number(tmp_path):
+    first = mutated_package(tmp_path / "a", {})
+    moved = mutated_package(tmp_path / "b", {})
+    shapes = moved / "mutants" / "src" / "pkg" / "shapes.py"  # the same change, renumbered 1 -> 7
+    shapes.write_text(MUTATED_MODULE.replace("x_area__mutmut_1(", "x_area__mutmut_7("), encoding="utf-8")
+    assert mutate.mutant_fingerprint(first, "pkg.shapes.x_area__mutmut_1") == mutate.mutant_fingerprint(
+        moved, "pkg.shapes.x_area__mutmut_7"
+    )
+
+
+def test_an_equivalent_whose_number_now_names_another_change_counts_as_a_survivor(tmp_path):
+    work = mutated_package(tmp_path, {"pkg.shapes.x_area__mutmut_1": 0, "pkg.shapes.x_area__mutmut_2": 0})
+    reviewed_two = mutate.mutant_fingerprint(work, "pkg.shapes.x_area__mutmut_2")  # "* 1" changes nothing
+    right = {"pkg.shapes.x_area__mutmut_2": (reviewed_two, "multiplying by 1 changes nothing")}
+    counts = mutate.count_results(work, right, chosen=None)
+    assert (counts["equivalent"], counts["survived"], counts["stale_equivalents"]) == (1, 1, [])
+    # The same review filed under mutant 1 (as after a renumbering): mutant 1 divides, so it stays a survivor.
+    stale = {"pkg.shapes.x_area__mutmut_1": (reviewed_two, "multiplying by 1 changes nothing")}
+    counts = mutate.count_results(work, stale, chosen=None)
+    assert (counts["equivalent"], counts["survived"]) == (0, 2)
+    assert counts["stale_equivalents"] == ["pkg.shapes.x_area__mutmut_1"]
+    assert counts["score"] == 0.0
+
+
+def test_reviewed_equivalents_reads_names_fingerprints_and_reasons(tmp_path, monkeypatch):
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "mutation_equivalent.txt").write_text(
+        "# a comment line\n\npkg.m.x_f__mutmut_1 @0123456789ab  # why one\npkg.m.x_f__mutmut_2  # why two\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setattr(mutate, "ROOT", tmp_path)
+    assert mutate.reviewed_equivalents() == {
+        "pkg.m.x_f__mutmut_1": ("0123456789ab", "why one"),
+        "pkg.m.x_f__mutmut_2": (None, "why two"),
+    }
+
+
+def test_stamping_writes_each_unstamped_entrys_fingerprint_and_keeps_the_rest(tmp_path, monkeypatch, capsys):
+    (tmp_path / "tools").mkdir()
+    listed = tmp_path / "tools" / "mutation_equivalent.txt"
+    listed.write_text(
+        "# header\npkg.shapes.x_area__mutmut_2  # times one\npkg.shapes.x_area__mutmut_1 @feedfeedfeed  # kept\n",
+        encoding="utf-8",
+    )
+    mutated_package(tmp_path / ".mutation" / "tool-shapes", {})
+    monkeypatch.setattr(mutate, "ROOT", tmp_path)
+    monkeypatch.setattr(mutate, "WORK", tmp_path / ".mutation")
+    mutate.stamp_equivalents(["shapes"])
+    stamp = mutate.mutant_fingerprint(tmp_path / ".mutation" / "tool-shapes", "pkg.shapes.x_area__mutmut_2")
+    assert listed.read_text(encoding="utf-8").splitlines() == [
+        "# header",
+        f"pkg.shapes.x_area__mutmut_2 @{stamp}  # times one",
+        "pkg.shapes.x_area__mutmut_1 @feedfeedfeed  # kept",
+    ]
+    assert "+return width * height * 1" in capsys.readouterr().out  # the change is shown for review

@@ -28,6 +28,8 @@ It is slow (tens of minutes per module on 2 cores), so it is not part of ``nox -
 from __future__ import annotations
 
 import argparse
+import ast
+import difflib
 import hashlib
 import json
 import math
@@ -243,13 +245,49 @@ def mutmut_config(module: str) -> str:
     return "\n".join(lines)
 
 
-def reviewed_equivalents() -> dict[str, str]:
-    """Return {mutmut mutant name: why it cannot change behaviour} from tools/mutation_equivalent.txt."""
+def reviewed_equivalents() -> dict[str, tuple[str | None, str]]:
+    """Return {mutmut mutant name: (fingerprint or None, why it cannot change behaviour)} from
+    tools/mutation_equivalent.txt, whose lines read ``name [@fingerprint]  # why``."""
     path = ROOT / "tools" / "mutation_equivalent.txt"
     if not path.is_file():
         return {}
-    pairs = (line.split("#", 1) for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
-    return {name.strip(): why.strip() for name, *rest in pairs for why in (rest or [""]) if name.strip()}
+    reviewed = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        entry, _, why = line.partition("#")
+        fields = entry.split()
+        if fields:  # not a comment or a blank line
+            reviewed[fields[0]] = (fields[1].removeprefix("@") if len(fields) > 1 else None, why.strip())
+    return reviewed
+
+
+def mutant_change(work: Path, name: str) -> list[str] | None:
+    """Return the lines mutant ``name`` removes (``-``) and adds (``+``), read from mutmut's mutated
+    copy in ``work``; None when the mutant is not there."""
+    module, _, function = name.rpartition(".")
+    base = work / "mutants" / "src" / Path(*module.split("."))
+    source = next((f for f in (base.with_suffix(".py"), base / "__init__.py") if f.is_file()), None)
+    original_name = re.sub(r"__mutmut_\d+$", "__mutmut_orig", function)
+    if source is None or original_name == function:
+        return None
+    text = source.read_text(encoding="utf-8")
+    bodies = {}
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in (function, original_name):
+            bodies[node.name] = ast.get_source_segment(text, node).split("\n")[1:]  # the def line names it
+    if len(bodies) != 2:
+        return None
+    diff = difflib.unified_diff(bodies[original_name], bodies[function], n=0, lineterm="")
+    return [line[0] + line[1:].strip() for line in diff if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+
+
+def mutant_fingerprint(work: Path, name: str) -> str | None:
+    """Return a short hash of what mutant ``name`` changes; None when the mutant is not there.
+
+    mutmut numbers the mutants of a function in order, so editing the function renumbers them, and
+    a name reviewed as equivalent may come to mean another mutant. The fingerprint says whether the
+    name still means the change that was reviewed."""
+    change = mutant_change(work, name)
+    return None if change is None else hashlib.sha256("\n".join(change).encode()).hexdigest()[:12]
 
 
 def sources_digest(module: str) -> str:
@@ -336,6 +374,8 @@ def run_tool(
         counts["minutes"] = round((time.perf_counter() - start) / 60, 1)
         summary[module] = counts
         print(f"  {module}: {counts['killed']} killed, {counts['survived']} survived, {counts['no_tests']} untested")
+        for name in counts.get("stale_equivalents", []):
+            print(f"  listed as equivalent, but its number now names another change (review it again): {name}")
         if done:
             done("tool", module, counts)
     return summary
@@ -400,23 +440,51 @@ def read_meta(meta: Path) -> dict[str, int | None]:
     return json.loads(meta.read_text())["exit_code_by_key"]
 
 
-def count_results(work: Path, equivalents: dict[str, str], chosen: set[str] | None) -> dict:
-    """Count killed, survived and untested mutants (only the ``chosen`` ones when given) from mutmut's files."""
-    counts = {"killed": 0, "survived": 0, "no_tests": 0, "equivalent": 0, "survivors": []}
+def count_results(work: Path, equivalents: dict[str, tuple[str | None, str]], chosen: set[str] | None) -> dict:
+    """Count killed, survived and untested mutants (only the ``chosen`` ones when given) from mutmut's files.
+
+    A survivor listed as equivalent leaves the score only while its fingerprint (when the list has
+    one) still matches: otherwise its number now names another mutant, and it counts as a survivor
+    under ``stale_equivalents`` until it is reviewed again."""
+    counts = {"killed": 0, "survived": 0, "no_tests": 0, "equivalent": 0, "survivors": [], "stale_equivalents": []}
     for meta in sorted((work / "mutants" / "src").rglob("*.py.meta")):
         for name, code in read_meta(meta).items():
             if code in SKIPPED_CODES or (chosen is not None and name not in chosen):
                 continue
             if code in KILLED_CODES:
                 counts["killed"] += 1
-            elif name in equivalents:
-                counts["equivalent"] += 1
-            else:
-                counts["no_tests" if code in NO_TEST_CODES else "survived"] += 1
-                counts["survivors"].append(name)
+                continue
+            if name in equivalents:
+                stamp = equivalents[name][0]
+                if stamp is None or stamp == mutant_fingerprint(work, name):
+                    counts["equivalent"] += 1
+                    continue
+                counts["stale_equivalents"].append(name)
+            counts["no_tests" if code in NO_TEST_CODES else "survived"] += 1
+            counts["survivors"].append(name)
     # A mutant no test runs is a bug no test sees: it counts against the score.
     counts["score"] = score(counts["killed"], counts["survived"] + counts["no_tests"])
     return counts
+
+
+def stamp_equivalents(modules: list[str]) -> None:
+    """Write into tools/mutation_equivalent.txt the fingerprint of every listed mutant of ``modules``
+    that has none, from the latest mutmut copy of each module, printing each change for review."""
+    path = ROOT / "tools" / "mutation_equivalent.txt"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    works = [WORK / f"tool-{module}" for module in modules]
+    for index, line in enumerate(lines):
+        entry, hash_sign, why = line.partition("#")
+        fields = entry.split()
+        if len(fields) != 1:  # a comment, a blank line, or already stamped
+            continue
+        for work in works:
+            change = mutant_change(work, fields[0])
+            if change is not None:
+                lines[index] = f"{fields[0]} @{mutant_fingerprint(work, fields[0])}  {hash_sign}{why}"
+                print(f"{fields[0]}\n    {'    '.join(c + chr(10) for c in change)}    why:{why}")
+                break
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 def wilson_interval(killed: int, lost: int, z: float = 1.96) -> list[float] | None:
@@ -484,7 +552,7 @@ def record(kind: str, module: str, counts: dict, command: str) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("kind", nargs="?", choices=["all", "tool", "planted"], default="all")
+    parser.add_argument("kind", nargs="?", choices=["all", "tool", "planted", "stamp"], default="all")
     parser.add_argument("--modules", nargs="+", choices=sorted(MODULES), default=sorted(MODULES))
     parser.add_argument("--jobs", type=int, default=2, help="mutmut workers (default 2)")
     parser.add_argument("--record", action="store_true", help="merge the scores into the result file")
@@ -504,6 +572,9 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--survivors goes with the tool kind alone, without --sample")
     command = "python tools/mutate.py " + " ".join(argv if argv is not None else sys.argv[1:])
     done = (lambda kind, module, counts: record(kind, module, counts, command)) if args.record else None
+    if args.kind == "stamp":  # right after reviewing: the listed survivors' changes, fingerprinted
+        stamp_equivalents(args.modules)
+        return
     if args.kind in ("all", "planted"):
         print_table("Hand-written mutants (tools/planted_mutants.py)", run_planted(args.modules, done))
     if args.kind in ("all", "tool"):
