@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import locale
 import os
+import sys
 
 import pytest
 import torch
@@ -72,3 +74,18 @@ def bundled_pair():
     from inferlab.models import load_pair
 
     return load_pair()
+
+
+@pytest.fixture
+def ascii_locale():
+    """Switch the locale's encoding to ASCII: files must still be UTF-8, whatever the machine's locale."""
+    if sys.flags.utf8_mode:
+        pytest.skip("Python's UTF-8 mode ignores the locale's encoding")
+    saved = locale.setlocale(locale.LC_CTYPE)
+    try:
+        locale.setlocale(locale.LC_CTYPE, "C")
+        if locale.getpreferredencoding(False).lower().replace("-", "") == "utf8":
+            pytest.skip("the C locale here is UTF-8")
+        yield
+    finally:
+        locale.setlocale(locale.LC_CTYPE, saved)

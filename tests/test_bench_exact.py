@@ -7,7 +7,6 @@ numpy and torch versions, the bytes of a hand-written UTF-8 file), never copied 
 from __future__ import annotations
 
 import json
-import locale
 import os
 import sys
 from types import SimpleNamespace
@@ -138,21 +137,6 @@ def test_unsteady_names_every_unsteady_item_of_a_list():
 
 
 # ---- write_result and read_result: encoding and failures -------------------------------------------
-
-
-@pytest.fixture
-def ascii_locale():
-    """Switch the locale's encoding to ASCII: files must still be UTF-8, whatever the machine's locale."""
-    if sys.flags.utf8_mode:
-        pytest.skip("Python's UTF-8 mode ignores the locale's encoding")
-    saved = locale.setlocale(locale.LC_CTYPE)
-    try:
-        locale.setlocale(locale.LC_CTYPE, "C")
-        if locale.getpreferredencoding(False).lower().replace("-", "") == "utf8":
-            pytest.skip("the C locale here is UTF-8")
-        yield
-    finally:
-        locale.setlocale(locale.LC_CTYPE, saved)
 
 
 def test_a_result_is_written_as_utf8_under_an_ascii_locale(monkeypatch, tmp_path, ascii_locale):

@@ -240,6 +240,15 @@ def test_a_sharded_checkpoint_loads_through_transformers_in_float32(tmp_path):
     assert LlamaDecoder.from_pretrained(tmp_path, dtype=torch.float64).dtype == torch.float64
 
 
+def test_a_checkpoint_with_non_ascii_config_loads_under_an_ascii_locale(tmp_path, ascii_locale):
+    model = hf_llama()
+    model.save_pretrained(tmp_path)
+    record = json.loads((tmp_path / "config.json").read_text(encoding="utf-8"))
+    record["_name_or_path"] = "模型/詞元"  # config.json is UTF-8 JSON, whatever the machine's locale
+    (tmp_path / "config.json").write_bytes(json.dumps(record, ensure_ascii=False).encode("utf-8"))
+    assert_logits_match(LlamaDecoder.from_pretrained(tmp_path), model, torch.randint(0, VOCAB, (1, 8)))
+
+
 @pytest.mark.parametrize(
     "path",
     [Path("no_such_model"), "/no_such_model", "./no_such_model", "~no_such_model", "a/b/c", "models\\tiny"],
@@ -379,19 +388,13 @@ def test_causal_attention_equals_the_reference(heads, kv_heads, q_start, q_len, 
     torch.testing.assert_close(causal_attention(q, k, v, q_start=q_start), expected, atol=1e-5, rtol=1e-5)
 
 
+# A lone query before the last key once read every key (the no-mask shortcut ignored q_start).
 @HEADS
-@pytest.mark.parametrize(("q_start", "q_len", "k_len"), SPANS)
+@pytest.mark.parametrize(("q_start", "q_len", "k_len"), SPANS + SINGLE_QUERIES)
 def test_fused_attention_equals_the_reference(heads, kv_heads, q_start, q_len, k_len):
     q, k, v = random_qkv(heads, kv_heads, q_len, k_len)
     expected = reference_attention(q, k, v, causal_mask(q_start, q_len, k_len))
     torch.testing.assert_close(fused_attention(q, k, v, q_start=q_start), expected, atol=1e-5, rtol=1e-5)
-
-
-# A lone query before the last key once read every key (the no-mask shortcut ignored q_start).
-def test_fused_attention_single_query_before_the_last_key_reads_only_its_past():
-    q, k, v = random_qkv(4, 2, 1, 6)
-    expected = reference_attention(q, k, v, causal_mask(2, 1, 6))
-    torch.testing.assert_close(fused_attention(q, k, v, q_start=2), expected, atol=1e-5, rtol=1e-5)
 
 
 @HEADS
