@@ -86,7 +86,7 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
             "code/inferlab/speculative/sampler.py",
             "code/inferlab/speculative/alpha.py",
         ],
-        ["tests/test_speculative.py", BAD_INPUT],
+        ["tests/test_speculative.py", "tests/test_speculative_exact.py", BAD_INPUT],
     ),
     "bench": (["code/inferlab/bench/__init__.py"], ["tests/test_bench.py", "tests/test_bench_exact.py", BAD_INPUT]),
     "hooks": (
