@@ -181,3 +181,9 @@ def test_a_glossary_row_with_an_empty_zh_tw_term_is_refused(tmp_path):
     for language in ("en", "zh-TW"):
         with pytest.raises(ValueError, match="needs both an English and a zh-TW term"):
             glossary_links.glossary_terms(glossary, language)
+
+
+def test_the_glossary_is_read_as_utf8_under_an_ascii_locale(tmp_path, ascii_locale):
+    glossary = tmp_path / "glossary.md"
+    glossary.write_bytes("| English | 中文 | meaning |\n|---|---|---|\n| token | 詞元 | a piece of text |\n".encode())
+    assert glossary_links.table_rows(glossary) == [["token", "詞元", "a piece of text"]]

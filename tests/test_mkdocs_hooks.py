@@ -447,3 +447,9 @@ def test_built_pages_link_terms_to_existing_glossary_rows():
                 targets = {href.split("#")[1] for href, _ in found}
                 assert targets <= anchors, f"{page}: links to missing glossary rows {targets - anchors}"
             assert any(links(p.read_text(encoding="utf-8")) for p in pages), f"{prefix}{topic}: no glossary links"
+
+
+def test_a_result_file_is_read_as_utf8_under_an_ascii_locale(results, ascii_locale):
+    record = {**RECORD, "name": "zh_demo", "values": {"label": "詞元"}}
+    (results / "zh_demo.json").write_bytes(json.dumps(record, ensure_ascii=False).encode("utf-8"))
+    assert mkdocs_hooks.load_record("zh_demo")["values"] == {"label": "詞元"}
