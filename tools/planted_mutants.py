@@ -399,8 +399,8 @@ MUTANTS = [
     Mutant(
         "speculative",
         FORMULAS,
-        "return (prompt + new_tokens) / (prompt + draft_prompt + rounds * round_cost)",
-        "return (prompt + new_tokens) / (prompt + rounds * round_cost)",
+        "return prompt + new_tokens, prompt + draft_prompt + rounds * round_cost",
+        "return prompt + new_tokens, prompt + rounds * round_cost",
         "the whole-run prediction forgets that the draft reads the prompt too",
     ),
     Mutant(
