@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import locale
 import os
+import re
 import sys
 
 import pytest
@@ -89,3 +90,17 @@ def ascii_locale():
         yield
     finally:
         locale.setlocale(locale.LC_CTYPE, saved)
+
+
+@pytest.fixture
+def one_thread():
+    """Tiny tensors in Python loops: thread start-up costs more than the work (the test box has 2 cores)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def exactly(message: str) -> str:
+    """A pattern for pytest.raises(match=...) that accepts this whole message and nothing else."""
+    return f"^{re.escape(message)}$"

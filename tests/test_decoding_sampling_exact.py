@@ -9,7 +9,6 @@ dyadic probabilities (1/2, 1/4, 1/8, ...), which float32 holds exactly, so a "<"
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 import pytest
@@ -23,6 +22,7 @@ from transformers.generation.logits_process import (
     TypicalLogitsWarper,
 )
 
+from conftest import exactly
 from inferlab.checks import NonFiniteError
 from inferlab.decoding import (
     TableModel,
@@ -45,11 +45,6 @@ DYADIC_P = [0.5, 0.25, 0.125, 0.125]
 PEAKED_P = [0.78125, 0.125, 0.0625, 0.03125]
 DYADIC = torch.tensor([DYADIC_P]).log()
 PEAKED = torch.tensor([PEAKED_P]).log()
-
-
-def exactly(message: str) -> str:
-    """A pattern for pytest.raises(match=...) that accepts this whole message and nothing else."""
-    return f"^{re.escape(message)}$"
 
 
 def hf(warper, logits: torch.Tensor) -> torch.Tensor:

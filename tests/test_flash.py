@@ -31,13 +31,7 @@ EDGE_N = [1, 2, 63, 64, 65, 127, pytest.param(1024, marks=pytest.mark.slow)]
 HEAD_DIMS = [16, 32, 64, 128]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Small matmuls in a Python loop run far faster on one thread on a busy 2-core machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest
 
 
 def random_qkv(n_q, n_k, d, lead=(2,), dtype=torch.float32, seed=0):

@@ -21,6 +21,7 @@ from safetensors.torch import load_file, save_file
 from transformers import LlamaConfig, LlamaForCausalLM
 from transformers.models.llama.modeling_llama import LlamaRMSNorm, LlamaRotaryEmbedding, apply_rotary_pos_emb
 
+from conftest import exactly
 from inferlab.kvcache import (
     DecoderConfig,
     KVCache,
@@ -46,11 +47,6 @@ REQUIRED = (
     "max_position_embeddings",
     "rms_norm_eps",
 )
-
-
-def exactly(message: str) -> str:
-    """A pattern for pytest.raises(match=...) that accepts this whole message and nothing else."""
-    return f"^{re.escape(message)}$"
 
 
 def starting(message: str) -> str:
@@ -380,21 +376,14 @@ SPANS = [(0, 6, 6), (3, 3, 6), (0, 3, 6), (1, 5, 5), (2, 2, 4), (0, 2, 5), (5, 1
 SINGLE_QUERIES = [(0, 1, 6), (2, 1, 6), (4, 1, 6)]  # one query that is not the last: later keys are its future
 
 
+# A lone query before the last key once read every key in fused_attention (its no-mask shortcut ignored q_start).
 @HEADS
+@pytest.mark.parametrize("attention", [causal_attention, fused_attention])
 @pytest.mark.parametrize(("q_start", "q_len", "k_len"), SPANS + SINGLE_QUERIES)
-def test_causal_attention_equals_the_reference(heads, kv_heads, q_start, q_len, k_len):
+def test_attention_equals_the_reference(attention, heads, kv_heads, q_start, q_len, k_len):
     q, k, v = random_qkv(heads, kv_heads, q_len, k_len)
     expected = reference_attention(q, k, v, causal_mask(q_start, q_len, k_len))
-    torch.testing.assert_close(causal_attention(q, k, v, q_start=q_start), expected, atol=1e-5, rtol=1e-5)
-
-
-# A lone query before the last key once read every key (the no-mask shortcut ignored q_start).
-@HEADS
-@pytest.mark.parametrize(("q_start", "q_len", "k_len"), SPANS + SINGLE_QUERIES)
-def test_fused_attention_equals_the_reference(heads, kv_heads, q_start, q_len, k_len):
-    q, k, v = random_qkv(heads, kv_heads, q_len, k_len)
-    expected = reference_attention(q, k, v, causal_mask(q_start, q_len, k_len))
-    torch.testing.assert_close(fused_attention(q, k, v, q_start=q_start), expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(attention(q, k, v, q_start=q_start), expected, atol=1e-5, rtol=1e-5)
 
 
 @HEADS

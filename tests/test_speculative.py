@@ -110,13 +110,7 @@ def chi_square_p(counts: dict[tuple, int], probs: dict[tuple, float], draws: int
     return float(chisquare(observed, expected).pvalue)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny tensors: thread start-up costs more than the work (and the test box has 2 cores)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest
 
 
 @pytest.mark.slow

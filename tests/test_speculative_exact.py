@@ -50,12 +50,7 @@ from inferlab.speculative.tree import (
 SAMPLERS = [speculative_sample, speculative_sample_reference]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest
 
 
 def refused(error: type[Exception], message: str):
