@@ -251,13 +251,18 @@ def reviewed_equivalents() -> dict[str, tuple[str | None, str]]:
     path = ROOT / "tools" / "mutation_equivalent.txt"
     if not path.is_file():
         return {}
-    reviewed = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        entry, _, why = line.partition("#")
-        fields = entry.split()
-        if fields:  # not a comment or a blank line
-            reviewed[fields[0]] = (fields[1].removeprefix("@") if len(fields) > 1 else None, why.strip())
-    return reviewed
+    entries = (equivalent_entry(line) for line in path.read_text(encoding="utf-8").splitlines())
+    return {name: (stamp, why) for name, stamp, why in entries if name}
+
+
+def equivalent_entry(line: str) -> tuple[str | None, str | None, str]:
+    """Split a line of tools/mutation_equivalent.txt into (name, fingerprint, why); name is None on a
+    comment or a blank line, fingerprint None when the entry is not stamped yet."""
+    entry, _, why = line.partition("#")
+    fields = entry.split()
+    if not fields:
+        return None, None, why.strip()
+    return fields[0], fields[1].removeprefix("@") if len(fields) > 1 else None, why.strip()
 
 
 def mutant_change(work: Path, name: str) -> list[str] | None:
@@ -287,7 +292,12 @@ def mutant_fingerprint(work: Path, name: str) -> str | None:
     a name reviewed as equivalent may come to mean another mutant. The fingerprint says whether the
     name still means the change that was reviewed."""
     change = mutant_change(work, name)
-    return None if change is None else hashlib.sha256("\n".join(change).encode()).hexdigest()[:12]
+    return None if change is None else change_fingerprint(change)
+
+
+def change_fingerprint(change: list[str]) -> str:
+    """Return the short hash that tools/mutation_equivalent.txt records for a mutant's changed lines."""
+    return hashlib.sha256("\n".join(change).encode()).hexdigest()[:12]
 
 
 def sources_digest(module: str) -> str:
@@ -475,16 +485,13 @@ def stamp_equivalents(modules: list[str]) -> None:
     lines = path.read_text(encoding="utf-8").splitlines()
     works = [WORK / f"tool-{module}" for module in modules]
     for index, line in enumerate(lines):
-        entry, hash_sign, why = line.partition("#")
-        fields = entry.split()
-        if len(fields) != 1:  # a comment, a blank line, or already stamped
+        name, stamp, why = equivalent_entry(line)
+        if name is None or stamp is not None:  # a comment, a blank line, or already stamped
             continue
-        for work in works:
-            change = mutant_change(work, fields[0])
-            if change is not None:
-                lines[index] = f"{fields[0]} @{mutant_fingerprint(work, fields[0])}  {hash_sign}{why}"
-                print(f"{fields[0]}\n    {'    '.join(c + chr(10) for c in change)}    why:{why}")
-                break
+        change = next((c for c in (mutant_change(work, name) for work in works) if c is not None), None)
+        if change is not None:
+            lines[index] = f"{name} @{change_fingerprint(change)}  # {why}"
+            print(name, *(f"    {changed}" for changed in change), f"    why: {why}", sep="\n")
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
