@@ -356,13 +356,13 @@ def test_tree_mask_gives_each_node_its_own_branch(tiny_pair):
     model = TreeModel(target)
     model.new_logits(prefix[:, :2])  # part of the prefix is cached already, part is new
     rows = model.tree_logits(prefix, nodes, list(range(len(nodes))))
-    assert rows.shape[0] == 2 + len(nodes)
+    assert rows.shape[0] == 1 + len(nodes)  # the prefix's last token, then every node
     paths = {0: [20], 1: [21], 2: [20, 30], 3: [20, 31], 4: [20, 31, 40]}
     with torch.no_grad():
-        torch.testing.assert_close(rows[1], target(prefix).logits[0, -1], atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(rows[0], target(prefix).logits[0, -1], atol=1e-4, rtol=1e-4)
         for i, path in paths.items():
             expected = target(torch.cat([prefix, torch.tensor([path])], 1)).logits[0, -1]
-            torch.testing.assert_close(rows[2 + i], expected, atol=1e-4, rtol=1e-4)
+            torch.testing.assert_close(rows[1 + i], expected, atol=1e-4, rtol=1e-4)
     mask = tree_attention_mask(1, nodes)
     assert mask[4].tolist() == [True, True, False, False, True, True]  # prefix, node 0, node 3, itself
 
@@ -502,7 +502,7 @@ def test_fit_draft_temperature_matches_the_closed_form():
     [
         ((0, 2, 2), "DynamicTree nodes must be an integer >= 1"),
         ((True, 2, 2), "DynamicTree nodes must be an integer >= 1"),
-        ((5, 2, 2), "DynamicTree nodes must be at most depth \\* width = 4"),
+        ((7, 2, 2), "DynamicTree nodes must be at most the 6 tokens drafted"),
         ((2, 2, 2, 0.0), "temperature must be a finite number > 0"),
         ((2, 2, 2, float("nan")), "temperature must be a finite number > 0"),
         ((2, 2, 2, "1"), "temperature must be a number > 0"),

@@ -40,11 +40,14 @@ from inferlab.speculative.sampler import (
 )
 from inferlab.speculative.tree import (
     DynamicTree,
+    RowsOnDemand,
     TreeModel,
+    TreeNode,
     check_branching,
     draft_dynamic_tree,
     draft_tree,
     path_to,
+    tree_cache_room,
 )
 
 SAMPLERS = [speculative_sample, speculative_sample_reference]
@@ -486,10 +489,16 @@ def test_tree_decoding_needs_room_for_one_whole_tree(short_and_long):
         assert result.sequences.shape == (1, 6)
         with refused(ValueError, positions_message(2, 5, 4, 11, who, 10, 4)):
             tree_speculative_decode(target, draft, prompt, 5, branching=(2, 1))
-    # A dynamic tree may hold depth * width nodes at once: 2 * 2 = 4.
-    tree_speculative_decode(short, long, prompt, 4, branching=DynamicTree(3, 2, 2))
+    # A dynamic tree's target holds the nodes kept (4 here), its draft the nodes it grew (2: the root
+    # needs no node), whichever is more.
+    tree_speculative_decode(short, long, prompt, 4, branching=DynamicTree(4, 2, 2))
     with refused(ValueError, positions_message(2, 5, 4, 11, "target", 10, 4)):
-        tree_speculative_decode(short, long, prompt, 5, branching=DynamicTree(3, 2, 2))
+        tree_speculative_decode(short, long, prompt, 5, branching=DynamicTree(4, 2, 2))
+    # Grown 3 deep, 2 paths a depth: 2 + 2 = 4 nodes in the draft's cache, more than the 2 kept.
+    assert tree_cache_room(DynamicTree(2, 3, 2)) == 4
+    tree_speculative_decode(short, long, prompt, 4, branching=DynamicTree(2, 3, 2))
+    with refused(ValueError, positions_message(2, 5, 4, 11, "target", 10, 4)):
+        tree_speculative_decode(short, long, prompt, 5, branching=DynamicTree(2, 3, 2))
     with refused(ValueError, positions_message(2, 5, 4, 11, "target", 10, 4)):
         check_positions({"target": short}, prompt, 5, extra=4)
     check_positions({"target": short}, prompt, 4, extra=4)
@@ -511,9 +520,12 @@ def test_a_bad_branching_is_refused_with_its_whole_message(branching):
         tree_speculative_decode(Refuser(), Refuser(), torch.tensor([[1]]), 3, branching=branching)
 
 
-@pytest.mark.parametrize("name", ["nodes", "depth", "width"])
+@pytest.mark.parametrize("name", ["nodes", "depth", "width", "children"])
 @pytest.mark.parametrize("value", [0, -1, True, 1.0, None])
 def test_dynamic_tree_names_its_bad_count(name, value):
+    if name == "children" and value is None:
+        assert DynamicTree(1, 1, 2, children=None).top_k == 2  # None: as many as width, like EAGLE-2
+        return
     arguments = {"nodes": 1, "depth": 1, "width": 1} | {name: value}
     with refused(ValueError, f"DynamicTree {name} must be an integer >= 1, got {value!r}"):
         DynamicTree(**arguments)
@@ -521,9 +533,21 @@ def test_dynamic_tree_names_its_bad_count(name, value):
 
 def test_dynamic_tree_budget_boundaries():
     assert DynamicTree(1, 1, 1).nodes == 1
-    assert DynamicTree(6, 2, 3).nodes == 6  # all of depth * width
-    with refused(ValueError, "DynamicTree nodes must be at most depth * width = 6 (only that many are drafted), got 7"):
-        DynamicTree(7, 2, 3)
+    # Width 3: the root's 3 children, then 3 under each of the 3 paths grown: 12 drafted, all may be kept.
+    assert DynamicTree(12, 2, 3).nodes == 12
+    with refused(
+        ValueError, "DynamicTree nodes must be at most the 12 tokens drafted (depth 2, width 3, children 3), got 13"
+    ):
+        DynamicTree(13, 2, 3)
+    # One path grown, 2 guesses under each of its 3 tokens and under the root: 2 + 2 + 2 = 6.
+    assert DynamicTree(6, 3, 1, children=2).drafted == 6
+    with refused(
+        ValueError, "DynamicTree nodes must be at most the 6 tokens drafted (depth 3, width 1, children 2), got 7"
+    ):
+        DynamicTree(7, 3, 1, children=2)
+    # Width 2 of 3 children: 3 at depth 1, then 2 paths grown, 6 children each depth after.
+    assert DynamicTree(1, 3, 2, children=3).drafted == 3 + 6 + 6
+    assert DynamicTree(1, 4, 1).drafted == 4  # a chain: one token a depth
     for bad in (True, "1", None):
         with refused(ValueError, f"DynamicTree temperature must be a number > 0, got {bad!r}"):
             DynamicTree(1, 1, 1, temperature=bad)
@@ -704,6 +728,144 @@ def test_dynamic_tree_keeps_the_likeliest_paths(seed, nodes, width, temperature)
         assert node.parent < i
 
 
+def eagle2_candidates(draft: Table, context: list[int], shape: DynamicTree) -> dict[tuple, float]:
+    """EAGLE-2's candidate pool, written over paths: at each depth, top_k children of every grown path
+    are candidates, and the width likeliest of that depth's candidates are grown further."""
+    pool, grown = {}, [()]
+    for _ in range(shape.depth):
+        level = {}
+        for path in grown:
+            base = pool.get(path, 0.0)
+            row = (draft(torch.tensor([context + list(path)]))[0, -1].double() / shape.temperature).log_softmax(-1)
+            for token in sorted(range(draft.vocab_size), key=lambda t: -float(row[t]))[: shape.top_k]:
+                level[path + (token,)] = base + float(row[token])
+        pool |= level
+        grown = sorted(level, key=lambda p: -level[p])[: shape.width]
+    return pool
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize(
+    "shape",
+    [
+        DynamicTree(6, 3, 1, temperature=1.0, children=2),  # every drafted token: the chain and its second guesses
+        DynamicTree(4, 3, 1, temperature=0.5, children=2),
+        DynamicTree(5, 3, 2, temperature=1.0),
+        DynamicTree(7, 3, 2, temperature=2.0, children=3),
+    ],
+)
+def test_dynamic_tree_keeps_the_likeliest_of_every_drafted_candidate(seed, shape):
+    # Children left ungrown are candidates too (EAGLE-2's rerank takes them all): the tree is the
+    # top `nodes` of the whole pool, and no two candidates share a path probability here.
+    draft = Table(6, seed=seed, scale=1.5)
+    context = [seed % 6]
+    pool = eagle2_candidates(draft, context, shape)
+    assert len(pool) == shape.drafted
+    best = sorted(pool, key=lambda p: -pool[p])[: shape.nodes]
+    tree = draft_dynamic_tree(TreeModel(draft, "draft"), torch.tensor([context]), shape)
+    assert sorted(tuple(path_to(tree, i)) for i in range(len(tree))) == sorted(best)
+
+
+def test_second_guesses_cost_the_draft_no_more_calls_than_the_chain(tiny_pair):
+    from inferlab.kvcache import LlamaDecoder
+
+    draft = LlamaDecoder.from_pretrained(tiny_pair[1])
+    chain_model, tree_model = TreeModel(draft, "draft"), TreeModel(draft, "draft")
+    chain = draft_tree(chain_model, torch.tensor([[2, 7]]), (1, 1, 1, 1))
+    tree = draft_dynamic_tree(tree_model, torch.tensor([[2, 7]]), DynamicTree(8, 4, 1, children=2))
+    assert chain_model.calls == tree_model.calls == 4  # one call a depth, one token read in each
+    assert chain_model.nodes_cached == tree_model.nodes_cached == 3  # the chain's nodes but the last
+    assert {tuple(path_to(chain, i)) for i in range(4)} <= {tuple(path_to(tree, i)) for i in range(8)}
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_rows_on_demand_equal_the_projected_rows_and_project_only_the_walked_chains(tiny_pair, seed):
+    from inferlab.kvcache import LlamaDecoder
+
+    target = LlamaDecoder.from_pretrained(tiny_pair[0])
+    generator = torch.Generator().manual_seed(seed)
+    nodes = []
+    for i in range(7):  # a random tree, parents first
+        parent = -1 if i == 0 else int(torch.randint(-1, i, (1,), generator=generator))
+        nodes.append(
+            TreeNode(
+                int(torch.randint(0, 97, (1,), generator=generator)),
+                parent,
+                1 if parent < 0 else nodes[parent].depth + 1,
+            )
+        )
+    prefix = torch.tensor([[4, 8, 15, 16]])
+    full = TreeModel(target, "target").tree_logits(prefix, nodes, list(range(len(nodes))))
+    model = TreeModel(target, "target")
+    rows = RowsOnDemand(model, model.tree_logits(prefix, nodes, list(range(len(nodes))), project=False), nodes)
+    projected = []
+    original = model.project
+    model.project = lambda hidden: projected.append(len(hidden)) or original(hidden)
+    first_child_chain = [-1]
+    while any(n.parent == first_child_chain[-1] for n in nodes):
+        first_child_chain.append(next(i for i, n in enumerate(nodes) if n.parent == first_child_chain[-1]))
+    torch.testing.assert_close(rows.root, full[0])
+    assert projected == [len(first_child_chain)]  # the root with its first-child chain, in one product
+    for i in range(len(nodes)):  # parents first, as a walk asks
+        torch.testing.assert_close(rows[i], full[1 + i])
+    assert sum(projected) == 1 + len(nodes)  # every row projected once, never twice
+    assert len(projected) == 1 + sum(
+        1 for i, n in enumerate(nodes) if i not in first_child_chain and any(m.parent == n.parent for m in nodes[:i])
+    )  # one product per chain that starts at a later child
+
+
+@pytest.mark.parametrize("depth", [1, 3, 5])
+def test_the_draft_keeps_its_accepted_chain_and_reads_each_kept_token_once(tiny_pair, depth):
+    from inferlab.kvcache import LlamaDecoder
+
+    target, draft = (LlamaDecoder.from_pretrained(model) for model in tiny_pair)
+    prompt, new = torch.tensor([[5, 17, 3, 42, 8]]), 30
+    result = tree_speculative_decode(target, draft, prompt, new, (1,) * depth)
+    # Round r drafts min(depth, budget) nodes and reads all but the last of them; its next call reads
+    # the kept tokens it did not read: a accepted + 1 of the target's, less the min(a, read) it had.
+    read, generated, expected = prompt.shape[1], 0, 0
+    for accepted in result.accepted_per_round:
+        budget = new - generated - 1
+        drafted = min(depth, budget)
+        nodes_read = max(drafted - 1, 0)
+        if budget:
+            expected += read + nodes_read
+        read = accepted + 1 - min(accepted, nodes_read) if budget else read + accepted + 1
+        generated += accepted + 1
+    assert draft.keys_computed == draft.num_layers * expected
+    assert result.sequences.tolist() == plain_greedy_decoder(target, prompt, new)
+    assert result.accepted > 0
+
+
+def plain_greedy_decoder(decoder, prompt: torch.Tensor, new: int) -> list[list[int]]:
+    tokens = prompt[0].tolist()
+    for _ in range(new):
+        tokens.append(int(decoder(torch.tensor([tokens]))[0, -1].argmax()))
+    return [tokens]
+
+
+def test_keep_tokens_keeps_as_much_of_the_branch_as_the_model_read(tiny_pair):
+    from inferlab.kvcache import LlamaDecoder
+
+    decoder = LlamaDecoder.from_pretrained(tiny_pair[1])
+    prefix = torch.tensor([[3, 1, 4]])
+    nodes = [TreeNode(10, -1, 1), TreeNode(11, -1, 1), TreeNode(20, 1, 2), TreeNode(30, 2, 3)]
+    model = TreeModel(decoder, "draft")
+    model.tree_logits(prefix, nodes, [])
+    model.tree_logits(prefix, nodes, [0, 1, 2])  # node 3 is drafted but never read
+    model.keep_tokens(3, [11, 20, 30])
+    assert (model.seen, model.cache.length, model.nodes_cached) == (5, 5, 0)  # 11 and 20 kept, 30 unread
+    after = model.new_logits(torch.tensor([[3, 1, 4, 11, 20, 30]]))  # reads only 30
+    with torch.no_grad():
+        torch.testing.assert_close(
+            after[-1], decoder(torch.tensor([[3, 1, 4, 11, 20, 30]]))[0, -1], atol=1e-5, rtol=1e-5
+        )
+    assert after.shape[0] == 1
+    model.tree_logits(torch.tensor([[3, 1, 4, 11, 20, 30]]), [TreeNode(7, -1, 1)], [])
+    model.keep_tokens(6, [99])  # no cached branch starts with 99: back to the prefix
+    assert (model.seen, model.cache.length) == (6, 6)
+
+
 @pytest.mark.parametrize("branching", [(2,), (3, 2), (2, 1, 2)])
 def test_fixed_tree_gives_every_node_its_likeliest_children(branching):
     draft = Table(5, seed=3, scale=1.0)
@@ -798,6 +960,6 @@ def test_tree_model_refuses_nodes_out_of_order(tiny_pair):
     with refused(RuntimeError, message):
         model.tree_logits(ids, nodes, [1])  # node 1 before node 0
     model = TreeModel(draft, "draft")
-    assert model.tree_logits(ids, nodes, [0]).shape == (3, 97)  # the prefix and node 0
+    assert model.tree_logits(ids, nodes, [0]).shape == (2, 97)  # the prefix's last token and node 0
     with refused(RuntimeError, message):
         model.tree_logits(torch.tensor([[1, 2, 5]]), nodes, [1])  # a new prefix token after tree nodes

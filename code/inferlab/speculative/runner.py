@@ -42,14 +42,14 @@ def check_logits(logits: torch.Tensor, who: str) -> torch.Tensor:
 
 
 # --8<-- [start:decoder_rows]
-def decoder_rows(
+def decoder_hidden(
     decoder: LlamaDecoder,
     cache: Any,
     new_ids: torch.Tensor,
     positions: torch.Tensor | None = None,
     allowed: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Run new_ids (1, T) after the cached tokens; return every row's logits (T, vocab).
+    """Run new_ids (1, T) after the cached tokens; return every row's last hidden state (T, hidden).
 
     Keys and values are written at cache slots length.. length + T - 1. ``positions`` (default: the
     slots themselves) and ``allowed`` (default: causal) let a token tree give each node its depth
@@ -64,7 +64,18 @@ def decoder_rows(
         keys, values = cache.store(index, start, k, v)
         h = layer.finish(h, fused_attention(q, keys, values, q_start=start, allowed=allowed))
     cache.length = start + new_ids.shape[1]
-    return decoder.final_logits(h[0]).float()
+    return h[0]
+
+
+def decoder_rows(
+    decoder: LlamaDecoder,
+    cache: Any,
+    new_ids: torch.Tensor,
+    positions: torch.Tensor | None = None,
+    allowed: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Return every row's logits (T, vocab): the hidden states above, through the output projection."""
+    return decoder.final_logits(decoder_hidden(decoder, cache, new_ids, positions, allowed)).float()
 
 
 # --8<-- [end:decoder_rows]
@@ -98,9 +109,17 @@ class IncrementalModel:
         return None
 
     def forward_new(
-        self, new_ids: torch.Tensor, positions: torch.Tensor | None = None, allowed: torch.Tensor | None = None
+        self,
+        new_ids: torch.Tensor,
+        positions: torch.Tensor | None = None,
+        allowed: torch.Tensor | None = None,
+        project: bool = True,
     ) -> torch.Tensor:
-        """Run new tokens after the cached ones (optionally with positions and a mask); return (new, vocab)."""
+        """Run new tokens after the cached ones (optionally with positions and a mask); return (new, vocab).
+
+        ``project=False`` returns inferlab's decoder's last hidden states instead, for :meth:`project`
+        to turn into logits only the rows a caller needs (other models always return logits).
+        """
         if self.kind == "decoder":
             if self.cache is None:
                 from inferlab.kvcache.generate import KVCache
@@ -109,8 +128,16 @@ class IncrementalModel:
                 # has to grow (copy) the cache.
                 self.cache = KVCache(self.model, 1, self.model.max_positions)
             with torch.inference_mode():
-                return check_logits(decoder_rows(self.model, self.cache, new_ids, positions, allowed), self.who)
+                hidden = decoder_hidden(self.model, self.cache, new_ids, positions, allowed)
+            return self.project(hidden) if project else hidden
         return check_logits(self.hf_forward(new_ids, positions, allowed), self.who)
+
+    def project(self, rows: torch.Tensor) -> torch.Tensor:
+        """Return float logits for rows of ``forward_new(..., project=False)`` (already logits unless a decoder)."""
+        if self.kind != "decoder":
+            return rows
+        with torch.inference_mode():
+            return check_logits(self.model.final_logits(rows).float(), self.who)
 
     def hf_forward(
         self, new_ids: torch.Tensor, positions: torch.Tensor | None = None, allowed: torch.Tensor | None = None

@@ -85,17 +85,23 @@ class TreeModel(IncrementalModel):
     def __init__(self, model: Any, who: str = "model"):
         super().__init__(model, who)
         self.nodes_cached = 0  # tree nodes whose keys and values sit in the cache after the prefix
+        self.tree: list[TreeNode] = []  # the node list they came from (its first nodes_cached were read)
 
-    def tree_logits(self, ids: torch.Tensor, nodes: list[TreeNode], feed: list[int]) -> torch.Tensor:
-        """Return logits rows for the unseen tokens of ``ids`` and then for the tree nodes in ``feed``.
+    def tree_logits(
+        self, ids: torch.Tensor, nodes: list[TreeNode], feed: list[int], project: bool = True
+    ) -> torch.Tensor:
+        """Return logits rows for the last token of ``ids`` if unseen, then for the tree nodes in ``feed``.
 
-        Nodes are appended to the cache in the order ``nodes`` lists them, so feed them in that order
-        (each node after its parent).
+        Every unseen token of ``ids`` is read, but only the last one's row is returned: the tree grows
+        from there, and the rows before it are never needed. Nodes are appended to the cache in the
+        order ``nodes`` lists them, so feed them in that order (each node after its parent).
+        ``project=False``: hidden states instead, on inferlab's decoder (see
+        :meth:`IncrementalModel.project`).
         """
         self.calls += 1
         chain = ids[:, self.seen :]
         if self.kind == "fn":  # a plain logits function: read each branch as its own sequence
-            rows = [self.logits_fn(ids)[0, self.seen :]] if chain.shape[1] else []
+            rows = [self.logits_fn(ids)[0, -1:]] if chain.shape[1] else []
             rows += [self.logits_fn(torch.cat([ids, torch.tensor([path_to(nodes, i)])], 1))[0, -1:] for i in feed]
             self.seen = ids.shape[1]
             return check_logits(torch.cat(rows).float(), self.who)
@@ -109,25 +115,28 @@ class TreeModel(IncrementalModel):
         allowed = torch.cat([allowed_chain, allowed_nodes])
         positions = list(range(self.seen, prefix_length)) + [prefix_length - 1 + nodes[i].depth for i in feed]
         new_ids = torch.cat([chain, torch.tensor([[nodes[i].token for i in feed]], dtype=torch.long)], 1)
-        logits = self.forward_new(new_ids, torch.tensor(positions), allowed)
+        rows = self.forward_new(new_ids, torch.tensor(positions), allowed, project=False)[max(chain.shape[1] - 1, 0) :]
         self.seen = prefix_length  # nodes are cached after the prefix; rollback(prefix) drops them
-        self.nodes_cached = first_node + len(feed)
-        return logits
+        self.nodes_cached, self.tree = first_node + len(feed), nodes
+        return self.project(rows) if project else rows
 
     def rollback(self, length: int) -> None:
         """Forget the tree nodes and every token after the first ``length``."""
         super().rollback(min(length, self.seen))
         self.nodes_cached = 0
 
-    def keep_path(self, prefix_length: int, path: list[int]) -> None:
-        """Keep the accepted nodes ``path`` (root to leaf) as if read in order after the prefix; drop the rest.
+    def keep_tokens(self, prefix_length: int, tokens: list[int]) -> None:
+        """Keep the cached branch that spells ``tokens`` after the prefix, as if read in order; drop the rest.
 
-        On inferlab's decoder their keys and values move into the slots right after the prefix: a node
-        at depth d was read at position prefix_length - 1 + d, which is exactly the slot it moves to,
-        so the moved keys are the ones a plain read would have computed and no token is read twice.
-        Other models (and nodes this model never read) forget the tree and read the path again.
+        On inferlab's decoder the branch's keys and values move into the slots right after the prefix:
+        a node at depth d was read at position prefix_length - 1 + d, which is exactly the slot it
+        moves to, so the moved keys are the ones a plain read would have computed and no token is read
+        twice. The branch is found by its tokens (siblings never share one), so a model can keep what
+        it read even when the caller numbers the nodes differently. Tokens past the branch this model
+        read stay unread, and so do all of them on other kinds of model: the next call reads them.
         """
-        if self.kind != "decoder" or any(i >= self.nodes_cached for i in path):
+        path = self.cached_branch(tokens) if self.kind == "decoder" else []
+        if not path:
             self.rollback(prefix_length)
             return
         slots = torch.tensor([prefix_length + i for i in path], dtype=torch.long)
@@ -137,13 +146,29 @@ class TreeModel(IncrementalModel):
         self.cache.length = self.seen = prefix_length + len(path)
         self.nodes_cached = 0
 
+    def cached_branch(self, tokens: list[int]) -> list[int]:
+        """Return the indices of the cached nodes along ``tokens`` from the root, as far as they match."""
+        path, current = [], -1
+        for token in tokens:
+            current = next(
+                (i for i in range(self.nodes_cached) if self.tree[i].parent == current and self.tree[i].token == token),
+                None,
+            )
+            if current is None:
+                break
+            path.append(current)
+        return path
+
 
 @dataclass(frozen=True)
 class DynamicTree:
-    """A dynamic tree's budget: ``nodes`` checked by the target, drafted ``depth`` deep, ``width`` paths kept per depth.
+    """A dynamic tree's budget: ``nodes`` checked by the target, drafted ``depth`` deep, ``width`` paths grown per depth.
 
-    Paths are ranked by the draft's probabilities at ``temperature`` (logits / temperature): 1 takes
-    the draft as it is; a fitted value (:func:`inferlab.speculative.alpha.fit_draft_temperature`)
+    Each grown path gets the draft's ``children`` likeliest next tokens (by default ``width``, as in
+    EAGLE-2, whose one top-k sets both); every one of them is a candidate for the tree, grown or not.
+    ``width=1, children=2`` drafts exactly what a chain does and adds each depth's second guess as a
+    leaf. Paths are ranked by the draft's probabilities at ``temperature`` (logits / temperature): 1
+    takes the draft as it is; a fitted value (:func:`inferlab.speculative.alpha.fit_draft_temperature`)
     makes them match how often the target's greedy choice really is the draft's token.
     """
 
@@ -151,21 +176,47 @@ class DynamicTree:
     depth: int
     width: int
     temperature: float = 1.0
+    children: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("nodes", "depth", "width"):
+        for name in ("nodes", "depth", "width", "children"):
             value = getattr(self, name)
+            if name == "children" and value is None:
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"DynamicTree {name} must be an integer >= 1, got {value!r}")
         if isinstance(self.temperature, bool) or not isinstance(self.temperature, (int, float)):
             raise ValueError(f"DynamicTree temperature must be a number > 0, got {self.temperature!r}")
         if not math.isfinite(self.temperature) or self.temperature <= 0:
             raise ValueError(f"DynamicTree temperature must be a finite number > 0, got {self.temperature!r}")
-        if self.nodes > self.depth * self.width:
+        if self.nodes > self.drafted:
             raise ValueError(
-                f"DynamicTree nodes must be at most depth * width = {self.depth * self.width} "
-                f"(only that many are drafted), got {self.nodes}"
+                f"DynamicTree nodes must be at most the {self.drafted} tokens drafted "
+                f"(depth {self.depth}, width {self.width}, children {self.top_k}), got {self.nodes}"
             )
+
+    @property
+    def top_k(self) -> int:
+        """Return the next tokens drafted under each grown path."""
+        return self.width if self.children is None else self.children
+
+    def grown_per_depth(self) -> list[int]:
+        """Return how many paths the draft grows (reads) at each depth: 1 (the root), then up to width."""
+        grown, sizes = 1, []
+        for _ in range(self.depth):
+            sizes.append(grown)
+            grown = min(self.width, grown * self.top_k)
+        return sizes
+
+    @property
+    def drafted(self) -> int:
+        """Return how many candidate tokens the draft proposes: top_k under every grown path."""
+        return sum(self.grown_per_depth()) * self.top_k
+
+    def shallower(self, depth: int) -> DynamicTree:
+        """Return this budget drafted at most ``depth`` deep, keeping no more nodes than that drafts."""
+        shallow = DynamicTree(1, min(self.depth, depth), self.width, self.temperature, self.children)
+        return DynamicTree(min(self.nodes, shallow.drafted), shallow.depth, self.width, self.temperature, self.children)
 
 
 def check_branching(branching: Any) -> None:
@@ -215,26 +266,30 @@ def draft_tree(draft: TreeModel, ids: torch.Tensor, branching: Sequence[int]) ->
 # --8<-- [start:dynamic_tree]
 def draft_dynamic_tree(draft: TreeModel, ids: torch.Tensor, shape: DynamicTree) -> list[TreeNode]:
     """Return the ``shape.nodes`` drafted tokens whose whole path the draft finds most likely (EAGLE-2)."""
-    nodes: list[TreeNode] = []
-    log_probs: list[float] = []  # of each node's whole path under the draft
-    frontier, frontier_log_probs = [-1], [0.0]
+    candidates: list[TreeNode] = []  # every token drafted, each after its parent
+    log_probs: list[float] = []  # of each candidate's whole path under the draft
+    grown: list[TreeNode] = []  # the candidates the draft reads to draft their children, in reading order
+    grown_index = {-1: -1}  # candidate index -> index in grown (the root: -1 in both)
+    frontier = [-1]  # the candidates grown at this depth
     for depth in range(1, shape.depth + 1):
-        rows = draft.tree_logits(ids, nodes, [] if depth == 1 else frontier)[-len(frontier) :]
+        feed = list(range(len(grown) - len(frontier), len(grown))) if depth > 1 else []  # depth 1: the root row
+        rows = draft.tree_logits(ids, grown, feed)[-len(frontier) :]
         next_token_log_probs = (rows / shape.temperature).log_softmax(-1)
-        candidates = []  # (path log-probability, parent, token): width children of every frontier node
-        for parent, base, row in zip(frontier, frontier_log_probs, next_token_log_probs, strict=True):
-            best = row.topk(shape.width)
-            candidates += [
-                (base + lp, parent, t) for lp, t in zip(best.values.tolist(), best.indices.tolist(), strict=True)
-            ]
-        candidates.sort(key=lambda c: -c[0])
-        frontier, frontier_log_probs = [], []
-        for log_prob, parent, token in candidates[: shape.width]:  # grow only the likeliest paths
-            nodes.append(TreeNode(token, parent, depth))
-            log_probs.append(log_prob)
-            frontier.append(len(nodes) - 1)
-            frontier_log_probs.append(log_prob)
-    return most_likely_subtree(nodes, log_probs, shape.nodes)
+        new = []
+        for parent, row in zip(frontier, next_token_log_probs, strict=True):
+            best = row.topk(shape.top_k)
+            base = log_probs[parent] if parent >= 0 else 0.0
+            for log_prob, token in zip(best.values.tolist(), best.indices.tolist(), strict=True):
+                candidates.append(TreeNode(token, parent, depth))
+                log_probs.append(base + log_prob)
+                new.append(len(candidates) - 1)
+        if depth == shape.depth:
+            break
+        frontier = sorted(new, key=lambda i: -log_probs[i])[: shape.width]  # grow only the likeliest paths
+        for i in frontier:
+            grown_index[i] = len(grown)
+            grown.append(TreeNode(candidates[i].token, grown_index[candidates[i].parent], depth))
+    return most_likely_subtree(candidates, log_probs, shape.nodes)
 
 
 def most_likely_subtree(nodes: list[TreeNode], log_probs: list[float], keep: int) -> list[TreeNode]:
@@ -267,28 +322,49 @@ def accept_greedy_path(nodes: list[TreeNode], root_row: torch.Tensor, node_rows:
 # --8<-- [end:walk_tree]
 
 
-def accepted_nodes(nodes: list[TreeNode], kept: list[int]) -> list[int]:
-    """Return the indices of the nodes on the accepted path (every kept token but the target's last one)."""
-    path, current = [], -1
-    for token in kept[:-1]:
-        current = next(i for i, n in enumerate(nodes) if n.parent == current and n.token == token)
-        path.append(current)
-    return path
+class RowsOnDemand:
+    """The target's logits rows for a checked tree, projected only where the greedy walk goes.
+
+    ``rows[0]`` is the root's row (the prefix's last token), ``rows[1 + i]`` node i's; on inferlab's
+    decoder they are hidden states. The projection onto the vocabulary is a matrix of vocab x hidden
+    (8192 x 384 for the bundled target): on a CPU, projecting 13 rows costs about an eighth of a
+    13-token call, yet the walk reads only the rows of one path. Asking for a row projects it with its
+    first-child chain (the draft's own likeliest continuation from there, where the walk usually goes
+    on) in one batched product; a chain is therefore projected in one product, as before, and a
+    wide tree's other branches only when the walk takes one.
+    """
+
+    def __init__(self, model: IncrementalModel, rows: torch.Tensor, nodes: list[TreeNode]):
+        self.model, self.rows, self.projected = model, rows, {}
+        self.first_child: dict[int, int] = {}
+        for i, node in enumerate(nodes):  # children come in the draft's order: its likeliest first
+            self.first_child.setdefault(node.parent, i)
+
+    @property
+    def root(self) -> torch.Tensor:
+        return self[-1]
+
+    def __getitem__(self, node: int) -> torch.Tensor:
+        if node not in self.projected:
+            chain = [node]
+            while chain[-1] in self.first_child and self.first_child[chain[-1]] not in self.projected:
+                chain.append(self.first_child[chain[-1]])
+            logits = self.model.project(self.rows[[1 + i for i in chain]])
+            self.projected.update(zip(chain, logits, strict=True))
+        return self.projected[node]
 
 
 def tree_cache_room(branching: Sequence[int] | DynamicTree) -> int:
     """Return how many tree nodes a model's cache may have to hold at once."""
-    if isinstance(branching, DynamicTree):
-        return branching.depth * branching.width
+    if isinstance(branching, DynamicTree):  # the target holds the nodes kept, the draft those it grew
+        return max(branching.nodes, sum(branching.grown_per_depth()[1:]))  # [0] is the root: no node
     return sum(tree_level_sizes(branching))
 
 
 def draft_any_tree(draft: TreeModel, ids: torch.Tensor, branching: Sequence[int] | DynamicTree, depth: int):
     """Return a fixed-shape or dynamic tree, at most ``depth`` deep (the tokens still to generate)."""
     if isinstance(branching, DynamicTree):
-        shallower = min(branching.depth, depth)
-        nodes = min(branching.nodes, shallower * branching.width)
-        return draft_dynamic_tree(draft, ids, DynamicTree(nodes, shallower, branching.width, branching.temperature))
+        return draft_dynamic_tree(draft, ids, branching.shallower(depth))
     return draft_tree(draft, ids, branching[:depth])
 
 
@@ -313,13 +389,14 @@ def tree_speculative_decode(
     while ids.shape[1] - result.prompt_length < max_new_tokens:
         budget = max_new_tokens - (ids.shape[1] - result.prompt_length) - 1
         nodes = draft_any_tree(draft_model, ids, branching, budget) if budget else []
-        logits = target_model.tree_logits(ids, nodes, list(range(len(nodes))))
-        root_row, node_rows = logits[-len(nodes) - 1], logits[len(logits) - len(nodes) :]
-        kept = accept_greedy_path(nodes, root_row, node_rows)
-        # The target keeps the accepted branch's keys (moved into place); the draft, cheap and holding
-        # another numbering of its nodes, forgets the tree and reads the kept tokens in its next call.
-        target_model.keep_path(ids.shape[1], accepted_nodes(nodes, kept))
-        draft_model.rollback(ids.shape[1])
+        node_rows = RowsOnDemand(
+            target_model, target_model.tree_logits(ids, nodes, list(range(len(nodes))), False), nodes
+        )
+        kept = accept_greedy_path(nodes, node_rows.root, node_rows)
+        # Both models keep the accepted branch's keys (moved into place), as far as each one read it;
+        # each next call reads only the rest of the kept tokens.
+        target_model.keep_tokens(ids.shape[1], kept[:-1])
+        draft_model.keep_tokens(ids.shape[1], kept[:-1])
         ids = torch.cat([ids, torch.tensor([kept], dtype=torch.long)], 1)
         result.accepted += len(kept) - 1
         result.drafted += len(nodes)
