@@ -246,6 +246,8 @@ def test_cached_sampler_matches_the_cache_free_reference_draw_for_draw(tiny_pair
     assert torch.equal(fast.sequences, reference.sequences)
     assert fast.accepted_per_round == reference.accepted_per_round
     assert fast.target_calls == reference.target_calls and fast.draft_calls == reference.draft_calls
+    # Every round's acceptance probabilities, in order: the whole run's, not just its last round's.
+    assert fast.rounds > 1 and fast.acceptance_probs == pytest.approx(reference.acceptance_probs)
 
 
 def test_measured_tokens_per_call_follow_the_formula(one_thread):

@@ -29,7 +29,7 @@ from inferlab.speculative import (
     tree_speculative_decode,
 )
 from inferlab.speculative.alpha import fit_draft_temperature, greedy_agreement, greedy_alpha
-from inferlab.speculative.formulas import expected_run_speedup
+from inferlab.speculative.formulas import expected_run_speedup, run_steps
 from inferlab.speculative.sampler import (
     check_decode_args,
     check_models_fit,
@@ -766,6 +766,30 @@ def test_dynamic_tree_keeps_the_likeliest_of_every_drafted_candidate(seed, shape
     assert sorted(tuple(path_to(tree, i)) for i in range(len(tree))) == sorted(best)
 
 
+def test_greedy_path_names_the_target_when_it_returns_nan():
+    from inferlab.speculative.alpha import greedy_path
+
+    def nan_fn(ids):
+        return torch.full((1, ids.shape[1], 5), math.nan)
+
+    message = "the target returned NaN or +inf logits; no distribution has them (check its weights/inputs)"
+    with refused(ValueError, message):
+        greedy_path(nan_fn, torch.tensor([[1, 2]]), 3)
+
+
+def test_run_steps_charges_no_draft_prompt_unless_given():
+    # 10 tokens after a prompt of 4 steps: plain 4 + 10; speculative 4 + 3 rounds of 2.5 steps.
+    assert run_steps(10, 3, 2.5, 4) == (14, 11.5)
+    assert run_steps(10, 3, 2.5, 4, draft_prompt=0.5) == (14, 12.0)
+
+
+def test_a_dynamic_tree_near_the_end_is_drafted_shallower_with_what_that_depth_drafts():
+    # Second guesses 11 deep 8 with 3 tokens to go: 3 depths of 1 grown path x 2 children = 6 drafted.
+    assert DynamicTree(11, 8, 1, 0.5, children=2).shallower(3) == DynamicTree(6, 3, 1, 0.5, children=2)
+    assert DynamicTree(4, 8, 2).shallower(3) == DynamicTree(4, 3, 2)  # 2 + 4 + 4 drafted: all 4 fit
+    assert DynamicTree(4, 2, 2).shallower(9) == DynamicTree(4, 2, 2)  # never deeper than asked
+
+
 def test_second_guesses_cost_the_draft_no_more_calls_than_the_chain(tiny_pair):
     from inferlab.kvcache import LlamaDecoder
 
@@ -815,12 +839,18 @@ def test_rows_on_demand_equal_the_projected_rows_and_project_only_the_walked_cha
 
 
 @pytest.mark.parametrize("depth", [1, 3, 5])
-def test_the_draft_keeps_its_accepted_chain_and_reads_each_kept_token_once(tiny_pair, depth):
+@pytest.mark.parametrize("perfect_draft", [False, True])
+def test_the_draft_keeps_its_accepted_chain_and_reads_each_kept_token_once(tiny_pair, depth, perfect_draft):
     from inferlab.kvcache import LlamaDecoder
 
-    target, draft = (LlamaDecoder.from_pretrained(model) for model in tiny_pair)
+    # The random tiny draft rarely gets more than one token accepted; a copy of the target as the
+    # draft gets every one accepted, so whole branches have to be kept.
+    target = LlamaDecoder.from_pretrained(tiny_pair[0])
+    draft = LlamaDecoder.from_pretrained(tiny_pair[0] if perfect_draft else tiny_pair[1])
     prompt, new = torch.tensor([[5, 17, 3, 42, 8]]), 30
     result = tree_speculative_decode(target, draft, prompt, new, (1,) * depth)
+    if perfect_draft:
+        assert max(result.accepted_per_round) == depth
     # Round r drafts min(depth, budget) nodes and reads all but the last of them; its next call reads
     # the kept tokens it did not read: a accepted + 1 of the target's, less the min(a, read) it had.
     read, generated, expected = prompt.shape[1], 0, 0
@@ -833,6 +863,8 @@ def test_the_draft_keeps_its_accepted_chain_and_reads_each_kept_token_once(tiny_
         read = accepted + 1 - min(accepted, nodes_read) if budget else read + accepted + 1
         generated += accepted + 1
     assert draft.keys_computed == draft.num_layers * expected
+    # The target reads the prompt, every node, and then one token of its own per round.
+    assert target.keys_computed == target.num_layers * (prompt.shape[1] + result.drafted + result.rounds - 1)
     assert result.sequences.tolist() == plain_greedy_decoder(target, prompt, new)
     assert result.accepted > 0
 

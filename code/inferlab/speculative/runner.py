@@ -41,7 +41,7 @@ def check_logits(logits: torch.Tensor, who: str) -> torch.Tensor:
     return logits
 
 
-# --8<-- [start:decoder_rows]
+# --8<-- [start:decoder_hidden]
 def decoder_hidden(
     decoder: LlamaDecoder,
     cache: Any,
@@ -67,18 +67,7 @@ def decoder_hidden(
     return h[0]
 
 
-def decoder_rows(
-    decoder: LlamaDecoder,
-    cache: Any,
-    new_ids: torch.Tensor,
-    positions: torch.Tensor | None = None,
-    allowed: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """Return every row's logits (T, vocab): the hidden states above, through the output projection."""
-    return decoder.final_logits(decoder_hidden(decoder, cache, new_ids, positions, allowed)).float()
-
-
-# --8<-- [end:decoder_rows]
+# --8<-- [end:decoder_hidden]
 
 
 class IncrementalModel:
