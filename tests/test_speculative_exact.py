@@ -29,7 +29,7 @@ from inferlab.speculative import (
     tree_speculative_decode,
 )
 from inferlab.speculative.alpha import fit_draft_temperature, greedy_agreement, greedy_alpha
-from inferlab.speculative.formulas import expected_run_speedup, run_steps
+from inferlab.speculative.formulas import expected_run_speedup, run_speedup, run_steps
 from inferlab.speculative.sampler import (
     check_decode_args,
     check_models_fit,
@@ -781,6 +781,8 @@ def test_run_steps_charges_no_draft_prompt_unless_given():
     # 10 tokens after a prompt of 4 steps: plain 4 + 10; speculative 4 + 3 rounds of 2.5 steps.
     assert run_steps(10, 3, 2.5, 4) == (14, 11.5)
     assert run_steps(10, 3, 2.5, 4, draft_prompt=0.5) == (14, 12.0)
+    assert run_speedup(10, 3, 2.5, 4) == pytest.approx(14 / 11.5)  # the same default, as a ratio
+    assert run_speedup(10, 3, 2.5, 4, draft_prompt=0.5) == pytest.approx(14 / 12.0)
 
 
 def test_a_dynamic_tree_near_the_end_is_drafted_shallower_with_what_that_depth_drafts():
