@@ -753,9 +753,13 @@ def rematch_best(target, draft, prompts, shapes: dict, tree: str, chain: str, ne
     """
     picked = {tree: shapes[tree], chain: shapes[chain]}
     totals, _, identical = time_shapes_over_prompts(target, draft, prompts, picked, new_tokens, repeat)
-    # chain seconds / tree seconds: above 1 means the tree was faster in that repeat
-    return {"tree": tree, "chain": chain, "repeats": repeat, "outputs_identical_to_greedy": identical} | {
-        "tree_over_chain_speed": paired_ratios(totals[chain], totals[tree])
+    return {
+        "tree": tree,
+        "chain": chain,
+        "repeats": repeat,
+        "outputs_identical_to_greedy": identical,
+        # chain seconds / tree seconds: above 1 means the tree was faster in that repeat
+        "tree_over_chain_speed": paired_ratios(totals[chain], totals[tree]),
     }
 
 

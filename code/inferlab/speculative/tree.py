@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -148,12 +148,9 @@ class TreeModel(IncrementalModel):
 
     def cached_branch(self, tokens: list[int]) -> list[int]:
         """Return the indices of the cached nodes along ``tokens`` from the root, as far as they match."""
-        path, current = [], -1
+        path, current, cached = [], -1, self.tree[: self.nodes_cached]
         for token in tokens:
-            current = next(
-                (i for i in range(self.nodes_cached) if self.tree[i].parent == current and self.tree[i].token == token),
-                None,
-            )
+            current = child_with_token(cached, current, token)
             if current is None:
                 break
             path.append(current)
@@ -215,8 +212,8 @@ class DynamicTree:
 
     def shallower(self, depth: int) -> DynamicTree:
         """Return this budget drafted at most ``depth`` deep, keeping no more nodes than that drafts."""
-        shallow = DynamicTree(1, min(self.depth, depth), self.width, self.temperature, self.children)
-        return DynamicTree(min(self.nodes, shallow.drafted), shallow.depth, self.width, self.temperature, self.children)
+        shallow = replace(self, nodes=1, depth=min(self.depth, depth))  # nodes=1 always fits: just to count
+        return replace(shallow, nodes=min(self.nodes, shallow.drafted))
 
 
 def check_branching(branching: Any) -> None:
@@ -307,12 +304,19 @@ def most_likely_subtree(nodes: list[TreeNode], log_probs: list[float], keep: int
 
 
 # --8<-- [start:walk_tree]
-def accept_greedy_path(nodes: list[TreeNode], root_row: torch.Tensor, node_rows: torch.Tensor) -> list[int]:
+def child_with_token(nodes: list[TreeNode], parent: int, token: int) -> int | None:
+    """Return the index of the child of ``parent`` (-1: the root) that drafted ``token``, or None."""
+    return next((i for i, n in enumerate(nodes) if n.parent == parent and n.token == token), None)
+
+
+def accept_greedy_path(
+    nodes: list[TreeNode], root_row: torch.Tensor, node_rows: torch.Tensor | RowsOnDemand
+) -> list[int]:
     """Return the tokens kept: follow the child equal to the target's argmax, then add its own token."""
     kept, current, row = [], -1, root_row
     while True:
         choice = int(row.argmax())
-        child = next((i for i, n in enumerate(nodes) if n.parent == current and n.token == choice), None)
+        child = child_with_token(nodes, current, choice)
         kept.append(choice)  # the target's own choice is kept, matched by a draft or not
         if child is None:
             return kept
